@@ -1,0 +1,158 @@
+"""``spark.read.format("tidemark")``: a PySpark Python data source over read plans.
+
+Options (Hudi's keys are accepted too):
+
+=================  ==========================================  ===========================
+option             Hudi key                                    meaning
+=================  ==========================================  ===========================
+query_type         hoodie.datasource.query.type                snapshot | incremental |
+                                                               read_optimized
+as_of              as.of.instant                               time travel (snapshot)
+start              hoodie.datasource.read.begin.instanttime    incremental, exclusive
+end                hoodie.datasource.read.end.instanttime      incremental, inclusive
+=================  ==========================================  ===========================
+
+Equality and IN filters on partition columns prune partitions when
+``spark.sql.python.filterPushdown.enabled`` is true.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql.datasource import DataSource, DataSourceReader, EqualTo, Filter, In, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from tidemark.errors import ConfigError
+from tidemark.format.names import COMMIT_TIME
+from tidemark.format.schema import with_meta_columns
+
+_ALIASES = {
+    "hoodie.datasource.query.type": "query_type",
+    "as.of.instant": "as_of",
+    "hoodie.datasource.read.begin.instanttime": "start",
+    "hoodie.datasource.read.end.instanttime": "end",
+}
+_KNOWN = {"path", "query_type", "as_of", "start", "end"}
+
+
+def _normalize(options: dict[str, str]) -> dict[str, str]:
+    out = {}
+    for key, value in options.items():
+        name = _ALIASES.get(key, key)
+        if name not in _KNOWN:
+            raise ConfigError(
+                f"unknown read option {key!r}; known: {sorted(_KNOWN | set(_ALIASES))}", key=key
+            )
+        out[name] = value
+    return out
+
+
+class _FilePartition(InputPartition):
+    def __init__(self, path: str, partition_values: dict[str, str]) -> None:
+        super().__init__(path)
+        self.path = path
+        self.partition_values = partition_values
+
+
+class TidemarkDataSource(DataSource):
+    """Reads tidemark (Hudi v8) tables; see the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidemark"
+
+    def _plan(self) -> tuple[Any, Any, Any]:
+        from tidemark.table import Table
+
+        opts = _normalize(dict(self.options))
+        if "path" not in opts:
+            raise ConfigError("spark.read.format('tidemark').load(path) needs a path")
+        table = Table.open(opts["path"], spark=None)
+        query = opts.get("query_type", "snapshot").lower()
+        if query in ("snapshot", "read_optimized"):
+            plan = table.read_plan(as_of=opts.get("as_of"))
+        elif query == "incremental":
+            plan = table.incremental_plan(start=opts.get("start"), end=opts.get("end"))
+        else:
+            raise ConfigError(f"query_type {query!r} is not one of snapshot, incremental, read_optimized")
+        return table, plan, with_meta_columns(table.schema or pa.schema([]))
+
+    def schema(self) -> Any:
+        _, _, schema = self._plan()
+        return from_arrow_schema(schema)
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        table, plan, arrow_schema = self._plan()
+        return _Reader(table, plan, arrow_schema)
+
+
+class TidemarkPushdownDataSource(TidemarkDataSource):
+    """The same source, pruning partitions by pushed filters (needs filter push-down on)."""
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        table, plan, arrow_schema = self._plan()
+        return _PruningReader(table, plan, arrow_schema)
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, table: Any, plan: Any, schema: pa.Schema) -> None:
+        from tidemark.read.plan import partition_values
+
+        cfg = table.config
+        self.base = table.storage.base_path
+        self.schema = schema
+        self.commit_times = sorted(plan.commit_times) if plan.commit_times is not None else None
+        self.partition_fields = cfg.partition_fields
+        self.files = [
+            (f.path, partition_values(f.partition_path, cfg.partition_fields, cfg.hive_style_partitioning))
+            for f in plan.files
+        ]
+        self.wanted: dict[str, set[str]] = {}
+
+    def partitions(self) -> Sequence[InputPartition]:
+        keep = [
+            (p, values) for p, values in self.files
+            if all(values.get(col) in allowed for col, allowed in self.wanted.items())
+        ]
+        return [_FilePartition(f"{self.base}/{p}", values) for p, values in keep]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, _FilePartition)
+        table = pq.read_table(partition.path, schema=self.schema)
+        if self.commit_times is not None:
+            table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(self.commit_times, pa.string())))
+        yield from table.to_batches()
+
+
+class _PruningReader(_Reader):
+    def _prunable(self, f: Filter) -> bool:
+        # Only exact matches of string or integer values: their text is the folder name.
+        values = [f.value] if isinstance(f, EqualTo) else list(f.value) if isinstance(f, In) else []
+        return (
+            bool(values)
+            and len(f.attribute) == 1  # type: ignore[attr-defined]
+            and f.attribute[0] in self.partition_fields  # type: ignore[attr-defined]
+            and all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in values)
+        )
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # noqa: N802 - Spark's name
+        for f in filters:
+            if not self._prunable(f):
+                yield f
+                continue
+            values = [f.value] if isinstance(f, EqualTo) else list(f.value)  # type: ignore[attr-defined]
+            column = f.attribute[0]  # type: ignore[attr-defined]
+            allowed = {str(v) for v in values}
+            current = self.wanted.get(column)
+            self.wanted[column] = allowed if current is None else current & allowed
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("tidemark")`` available in this session (idempotent)."""
+    enabled = spark.conf.get("spark.sql.python.filterPushdown.enabled", "false") == "true"
+    spark.dataSource.register(TidemarkPushdownDataSource if enabled else TidemarkDataSource)

@@ -1,0 +1,300 @@
+"""The Spark write pipeline: dedup, index lookup, file sizing, file-group writes in tasks.
+
+One write, as Spark jobs (the driver only ever collects small aggregates and
+write statistics, never keys or rows)::
+
+    batch ── validate + key/partition columns ── dedup by key (merge by ordering field)
+          ── index: left join with the keys of the latest base files of the touched partitions
+          ── route: updates to their file group; inserts to small files / new groups by key hash
+          ── groupBy(partition, file group).applyInArrow(write_file_group)  -> WriteStats
+          ── commit protocol (engine-free)
+
+bulk_insert skips the index and the shuffle: each task writes its rows into new
+file groups with ``mapInArrow``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
+from tidemark.errors import InvalidInputError, NullRecordKeyError
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.fsview import FileSystemView
+from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, write_file_group, write_new_files
+from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.validate import plan_columns, require_columns
+
+FILE_ID_COLUMN = "_tm_file_id"
+_SEQ = "_tm_seq"
+_HASH = "_tm_hash"
+
+STATS_DDL = (
+    "partition_path string, file_id string, path string, prev_commit string, "
+    "prev_base_file string, num_writes long, num_inserts long, num_updates long, "
+    "num_deletes long, file_size long, write_ms long"
+)
+
+
+def _stat_row(s: WriteStat) -> dict[str, object]:
+    return {
+        "partition_path": s.partition_path, "file_id": s.file_id, "path": s.path,
+        "prev_commit": s.prev_commit, "prev_base_file": s.prev_base_file,
+        "num_writes": s.num_writes, "num_inserts": s.num_inserts, "num_updates": s.num_updates,
+        "num_deletes": s.num_deletes, "file_size": s.file_size, "write_ms": s.total_write_time_ms,
+    }
+
+
+_STATS_SCHEMA = pa.schema(
+    [
+        ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
+        ("prev_commit", pa.string()), ("prev_base_file", pa.string()),
+        ("num_writes", pa.int64()), ("num_inserts", pa.int64()), ("num_updates", pa.int64()),
+        ("num_deletes", pa.int64()), ("file_size", pa.int64()), ("write_ms", pa.int64()),
+    ]
+)
+
+
+def _stats_table(stats: Sequence[WriteStat]) -> pa.Table:
+    return pa.Table.from_pylist([_stat_row(s) for s in stats], schema=_STATS_SCHEMA)
+
+
+def _stat_from_row(row: object) -> WriteStat:
+    r = row.asDict()  # type: ignore[attr-defined]
+    return WriteStat(
+        partition_path=r["partition_path"], file_id=r["file_id"], path=r["path"],
+        prev_commit=r["prev_commit"], prev_base_file=r["prev_base_file"],
+        num_writes=r["num_writes"], num_inserts=r["num_inserts"], num_updates=r["num_updates"],
+        num_deletes=r["num_deletes"], file_size=r["file_size"], total_write_time_ms=r["write_ms"],
+    )
+
+
+def _task_token() -> tuple[str, int]:
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    if tc is None:  # pragma: no cover - only inside Spark tasks
+        return write_token(0, 0, 0), 0
+    return write_token(tc.partitionId(), tc.stageId(), tc.taskAttemptId()), tc.partitionId()
+
+
+def arrow_schema_of(df: DataFrame) -> pa.Schema:
+    return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def spark_schema_of(schema: pa.Schema):  # type: ignore[no-untyped-def]
+    return from_arrow_schema(schema)
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What the pipeline needs to know about the table."""
+
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    ordering_fields: tuple[str, ...]
+    hive_style: bool
+
+
+class SparkWritePipeline:
+    """Runs the data-parallel part of one write on Spark and returns the write statistics."""
+
+    def __init__(
+        self, spark: SparkSession, layout: TableLayout, spec: WriteSpec, user_schema: pa.Schema,
+        *, record_size_estimate: int, small_file_limit: int, parallelism: int,
+    ) -> None:
+        self.spark = spark
+        self.layout = layout
+        self.spec = spec
+        self.user_schema = user_schema
+        self.record_size_estimate = record_size_estimate
+        self.small_file_limit = small_file_limit
+        self.parallelism = parallelism
+
+    # -- preparing the batch -----------------------------------------------------------
+    def prepare(self, df: DataFrame, *, allow_missing: bool, keys_only: bool = False) -> DataFrame:
+        """Validate the batch and add the key and partition-path columns.
+
+        Raises MissingColumnError, SchemaMismatchError or NullRecordKeyError; runs one
+        small Spark job to look for null keys.
+        """
+        layout = self.layout
+        require_columns("record key", layout.record_key_fields, df.columns)
+        if keys_only:
+            keep = [c for c in df.columns if c in (*layout.record_key_fields, *layout.partition_fields)]
+            df = df.select(*keep)
+        else:
+            require_columns("partition", layout.partition_fields, df.columns)
+            plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
+            for name, target in plan.casts.items():
+                df = df.withColumn(name, F.col(name).cast(spark_schema_of(pa.schema([(name, target)]))[0].dataType))
+            for name in plan.missing:
+                field_type = spark_schema_of(pa.schema([self.user_schema.field(name)]))[0].dataType
+                df = df.withColumn(name, F.lit(None).cast(field_type))
+            if layout.ordering_fields:
+                require_columns("ordering", layout.ordering_fields, df.columns)
+            df = df.select(*self.user_schema.names)
+        null_keys = df.filter(null_key_condition(layout.record_key_fields)).limit(1000).count()
+        if null_keys:
+            raise NullRecordKeyError(layout.record_key_fields, null_keys)
+        has_partition = all(c in df.columns for c in layout.partition_fields)
+        df = df.withColumn(RECORD_KEY, record_key_column(layout.record_key_fields))
+        if has_partition:
+            df = df.withColumn(
+                PARTITION_PATH,
+                partition_path_column(layout.partition_fields, hive_style=layout.hive_style),
+            )
+        return df
+
+    def dedup(self, df: DataFrame) -> DataFrame:
+        """One record per key: the greatest ordering value wins, then the last occurrence."""
+        keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns]
+        value_cols = [c for c in df.columns if c not in keys]
+        present = [c for c in self.layout.ordering_fields if c in df.columns]
+        order = [F.col(c) for c in present] + [F.col(_SEQ)]
+        with_seq = df.withColumn(_SEQ, F.monotonically_increasing_id())
+        if not value_cols:
+            return with_seq.dropDuplicates(keys).drop(_SEQ)
+        winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
+        return with_seq.groupBy(*keys).agg(winner).select(*keys, "_w.*").select(*df.columns)
+
+    # -- index --------------------------------------------------------------------------
+    def _existing_keys(self, view: FileSystemView, partitions: Sequence[str] | None) -> DataFrame | None:
+        files = view.latest_base_files(partitions)
+        if not files:
+            return None
+        paths = [view.storage.full_path(f.path) for f in files]
+        existing = self.spark.read.parquet(*paths).select(RECORD_KEY, PARTITION_PATH, FILE_NAME)
+        return existing.select(
+            F.col(RECORD_KEY),
+            F.col(PARTITION_PATH),
+            F.substring_index(F.col(FILE_NAME), "_", 1).alias(FILE_ID_COLUMN),
+        )
+
+    def tag(self, df: DataFrame, view: FileSystemView) -> tuple[DataFrame, list[str]]:
+        """Add the file id of the current location of each key (null for new keys)."""
+        if PARTITION_PATH in df.columns:
+            partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
+            existing = self._existing_keys(view, partitions)
+            on = [PARTITION_PATH, RECORD_KEY]
+        else:  # delete without partition columns: look the keys up in every partition
+            partitions = view.partitions()
+            existing = self._existing_keys(view, None)
+            on = [RECORD_KEY]
+        if existing is None:
+            tagged = df.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
+            if PARTITION_PATH not in tagged.columns:
+                tagged = tagged.withColumn(PARTITION_PATH, F.lit(None).cast("string"))
+            return tagged, partitions
+        return df.join(existing, on=on, how="left"), partitions
+
+    # -- routing inserts ----------------------------------------------------------------
+    def _record_size(self, view: FileSystemView) -> int:
+        """Average bytes per record of the latest commit that wrote files, else the estimate."""
+        timeline = view.timeline
+        for inst in reversed(timeline.by_completion_time()):
+            if not inst.action.writes_data:
+                continue
+            stats = timeline.commit_metadata(inst).write_stats
+            rows = sum(s.num_writes for s in stats)
+            size = sum(s.file_size for s in stats)
+            if rows > 0 and size > 0:
+                return max(1, size // rows)
+        return self.record_size_estimate
+
+    def plan_insert_buckets(
+        self, inserts: DataFrame, view: FileSystemView, *, use_small_files: bool
+    ) -> list[InsertBucket]:
+        counts = {r[0]: r[1] for r in inserts.groupBy(PARTITION_PATH).count().collect()}
+        small: dict[str, list[SmallFile]] = {}
+        if use_small_files and self.small_file_limit > 0:
+            for base in view.latest_base_files(counts):
+                if base.size < self.small_file_limit:
+                    small.setdefault(base.partition_path, []).append(
+                        SmallFile(base.file_id, base.path, base.size)
+                    )
+        return plan_inserts(
+            counts, small, record_size=self._record_size(view), max_file_size=self.spec.max_file_size
+        )
+
+    def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
+        rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
+        ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
+        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(
+            _HASH, F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
+        )
+        cond = (
+            (hashed[PARTITION_PATH] == ranges["_b_pp"])
+            & (hashed[_HASH] >= ranges["_b_low"])
+            & (hashed[_HASH] < ranges["_b_high"])
+        )
+        joined = hashed.join(F.broadcast(ranges), cond, "inner")
+        return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(
+            _HASH, "_b_pp", "_b_fid", "_b_low", "_b_high"
+        )
+
+    # -- writing ------------------------------------------------------------------------
+    def write_file_groups(self, rows: DataFrame, base_files: dict[tuple[str, str], str]) -> list[WriteStat]:
+        """Write every (partition, file group) of ``rows`` in a Spark task; collect the stats."""
+        spec = self.spec
+
+        def write_group(table: pa.Table) -> pa.Table:
+            token, task_partition = _task_token()
+            partition = table.column(PARTITION_PATH)[0].as_py()
+            file_id = table.column(FILE_ID_COLUMN)[0].as_py()
+            stat = write_file_group(
+                spec, table, partition_path=partition, file_id=file_id,
+                base_file=base_files.get((partition, file_id)), token=token,
+                task_partition=task_partition,
+            )
+            return _stats_table([stat])
+
+        if self.parallelism:
+            rows = rows.repartition(self.parallelism, PARTITION_PATH, FILE_ID_COLUMN)
+        out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
+        return [_stat_from_row(r) for r in out.collect()]
+
+    def write_bulk(self, df: DataFrame) -> list[WriteStat]:
+        spec = self.spec
+
+        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            token, task_partition = _task_token()
+            stats = list(write_new_files(spec, batches, token=token, task_partition=task_partition))
+            if stats:
+                yield from _stats_table(stats).to_batches()
+
+        if self.parallelism:
+            df = df.repartition(self.parallelism)
+        out = df.mapInArrow(write_partition, STATS_DDL)
+        return [_stat_from_row(r) for r in out.collect()]
+
+
+def upsert_rows(tagged: DataFrame, *, op: str) -> DataFrame:
+    return tagged.withColumn(OP_COLUMN, F.lit(op))
+
+
+def check_insert_duplicates(tagged: DataFrame, policy: str) -> DataFrame:
+    """Apply hoodie.datasource.insert.dup.policy to an insert batch tagged with locations."""
+    if policy == "drop":
+        return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
+    if policy == "fail":
+        found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()).limit(1000).count()
+        if found:
+            raise InvalidInputError(
+                f"{found} record(s) of the insert already exist in the table and "
+                "hoodie.datasource.insert.dup.policy=fail; use upsert to update them"
+            )
+    return tagged
+
+
+__all__ = [
+    "FILE_ID_COLUMN", "META_COLUMNS", "OP_DELETE", "OP_UPSERT", "SparkWritePipeline",
+    "TableLayout", "arrow_schema_of", "check_insert_duplicates", "spark_schema_of", "upsert_rows",
+]

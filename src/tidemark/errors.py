@@ -1,0 +1,146 @@
+"""The single exception tree of tidemark.
+
+Every error tidemark raises on purpose derives from :class:`TidemarkError`::
+
+    TidemarkError
+    ├── ConfigError                 an option key or value is wrong
+    │   └── UnknownOptionError      a key nobody declared (names the closest known key)
+    ├── InvalidInputError           the batch cannot be written as given
+    │   ├── NullRecordKeyError      a record-key field is null
+    │   ├── MissingColumnError      a key, partition or ordering column is absent
+    │   └── SchemaMismatchError     the batch does not fit the table's schema
+    ├── TableNotFoundError          the path holds no tidemark/Hudi table
+    ├── TableExistsError            create() on a path that already holds something
+    ├── UnsupportedTableError       a Hudi table this version cannot write safely
+    ├── InstantNotFoundError        an instant named by the user is not on the timeline
+    └── CommitError                 the write could not be committed; nothing became visible
+        └── WriteConflictError      another writer committed to the same file groups first
+
+Errors carry the facts as attributes (instant times, file ids, keys) so callers
+can branch on them without parsing messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class TidemarkError(Exception):
+    """Base of every error tidemark raises on purpose."""
+
+
+class ConfigError(TidemarkError):
+    """An option key or value is invalid. The message names the key."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class UnknownOptionError(ConfigError):
+    """An option key that tidemark does not know; ``suggestion`` is the closest known key."""
+
+    def __init__(self, key: str, suggestion: str | None) -> None:
+        hint = f" Did you mean {suggestion!r}?" if suggestion else ""
+        super().__init__(
+            f"unknown option {key!r}.{hint} Run `tidemark options` to list every option.",
+            key=key,
+        )
+        self.suggestion = suggestion
+
+
+class InvalidInputError(TidemarkError):
+    """The input batch cannot be written as given. The table is unchanged."""
+
+
+class NullRecordKeyError(InvalidInputError):
+    """At least one record has a null value in a record-key field."""
+
+    def __init__(self, fields: Sequence[str], count: int) -> None:
+        super().__init__(
+            f"{count} record(s) have a null record key (fields {list(fields)}); "
+            "every record needs a non-null key. Filter them out or fill them before writing."
+        )
+        self.fields = list(fields)
+        self.count = count
+
+
+class MissingColumnError(InvalidInputError):
+    """A column that the table needs (record key, partition or ordering field) is absent."""
+
+    def __init__(self, role: str, columns: Sequence[str], available: Sequence[str]) -> None:
+        super().__init__(
+            f"the batch lacks the {role} column(s) {list(columns)}; "
+            f"it has {list(available)}."
+        )
+        self.role = role
+        self.columns = list(columns)
+
+
+class SchemaMismatchError(InvalidInputError):
+    """The batch's columns or types do not fit the table's schema."""
+
+    def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.problems = list(problems)
+
+
+class TableNotFoundError(TidemarkError):
+    """The path holds no table (no ``.hoodie/hoodie.properties``)."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        extra = f" ({detail})" if detail else ""
+        super().__init__(
+            f"no Hudi table at {path!r}{extra}. Create one with tidemark.Table.create(...)."
+        )
+        self.path = path
+
+
+class TableExistsError(TidemarkError):
+    """``create`` was asked for a path that already holds a table or other files."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"cannot create a table at {path!r}: {detail}")
+        self.path = path
+
+
+class UnsupportedTableError(TidemarkError):
+    """A table this version of tidemark cannot work with safely (another table version...)."""
+
+
+class InstantNotFoundError(TidemarkError):
+    """An instant time given by the user does not exist on the timeline in the needed state."""
+
+    def __init__(self, instant_time: str, detail: str = "") -> None:
+        extra = f": {detail}" if detail else ""
+        super().__init__(f"instant {instant_time} not found{extra}")
+        self.instant_time = instant_time
+
+
+class CommitError(TidemarkError):
+    """The write could not be committed. Its files were rolled back; nothing became visible."""
+
+    def __init__(self, message: str, *, instant_time: str | None = None) -> None:
+        super().__init__(message)
+        self.instant_time = instant_time
+
+
+class WriteConflictError(CommitError):
+    """Another writer committed to the same file groups after this write started."""
+
+    def __init__(
+        self,
+        *,
+        instant_time: str,
+        conflicting_instant: str,
+        file_groups: Sequence[tuple[str, str]],
+    ) -> None:
+        shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in list(file_groups)[:5])
+        more = f" and {len(file_groups) - 5} more" if len(file_groups) > 5 else ""
+        super().__init__(
+            f"write {instant_time} conflicts with instant {conflicting_instant}, which committed "
+            f"first to file group(s) {shown}{more}. The write was rolled back; retry it.",
+            instant_time=instant_time,
+        )
+        self.conflicting_instant = conflicting_instant
+        self.file_groups = list(file_groups)

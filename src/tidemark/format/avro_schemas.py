@@ -1,0 +1,182 @@
+"""Avro schemas of the timeline's metadata files, as Hudi v8 writes them.
+
+Field names, order and types follow the schemas found in files written by Apache
+Hudi 1.x (see ``shared/reference/hudi-format/HoodieCommitMetadata.avsc``); every
+field is a nullable union so Java readers resolve them the way they expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_NS = "org.apache.hudi.avro.model"
+_STR = {"type": "string", "avro.java.string": "String"}
+
+
+def _opt(t: Any, default: Any = None) -> dict[str, Any]:
+    return {"type": ["null", t], "default": default}
+
+
+def _field(name: str, t: Any) -> dict[str, Any]:
+    return {"name": name, **_opt(t)}
+
+
+_LONG_STATS = [
+    "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors",
+]
+WRITE_STAT: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieWriteStat",
+    "fields": [
+        _field("fileId", _STR),
+        _field("path", _STR),
+        _field("prevCommit", _STR),
+        *[_field(n, "long") for n in _LONG_STATS],
+        _field("partitionPath", _STR),
+        _field("totalLogRecords", "long"),
+        _field("totalLogFiles", "long"),
+        _field("totalUpdatedRecordsCompacted", "long"),
+        _field("numInserts", "long"),
+        _field("totalLogBlocks", "long"),
+        _field("totalCorruptLogBlock", "long"),
+        _field("totalRollbackBlocks", "long"),
+        _field("fileSizeInBytes", "long"),
+        _field("logVersion", "int"),
+        _field("logOffset", "long"),
+        _field("baseFile", _STR),
+        _field("logFiles", {"type": "array", "items": _STR}),
+        _field("cdcStats", {"type": "map", "values": "long", "avro.java.string": "String"}),
+        _field("prevBaseFile", _STR),
+        _field("minEventTime", "long"),
+        _field("maxEventTime", "long"),
+        _field(
+            "runtimeStats",
+            {
+                "type": "record",
+                "name": "HoodieRuntimeStats",
+                "fields": [
+                    _field("totalScanTime", "long"),
+                    _field("totalCreateTime", "long"),
+                    _field("totalUpsertTime", "long"),
+                ],
+            },
+        ),
+        _field("totalLogFilesCompacted", "long"),
+        _field("totalLogReadTimeMs", "long"),
+        _field("totalLogSizeCompacted", "long"),
+        _field("tempPath", _STR),
+        _field("numUpdates", "long"),
+    ],
+}
+
+_COMMON_FIELDS: list[dict[str, Any]] = [
+    _field(
+        "partitionToWriteStats",
+        {"type": "map", "values": {"type": "array", "items": WRITE_STAT}, "avro.java.string": "String"},
+    ),
+    _field("compacted", "boolean"),
+    _field("extraMetadata", {"type": "map", "values": _STR, "avro.java.string": "String"}),
+    {"name": "version", "type": ["int", "null"], "default": 1},
+    _field("operationType", _STR),
+]
+
+COMMIT_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCommitMetadata",
+    "namespace": _NS,
+    "fields": _COMMON_FIELDS,
+}
+
+REPLACE_COMMIT_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieReplaceCommitMetadata",
+    "namespace": _NS,
+    "fields": [
+        *_COMMON_FIELDS,
+        _field(
+            "partitionToReplaceFileIds",
+            {"type": "map", "values": {"type": "array", "items": _STR}, "avro.java.string": "String"},
+        ),
+    ],
+}
+
+REQUESTED_REPLACE_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRequestedReplaceMetadata",
+    "namespace": _NS,
+    "fields": [
+        _field("operationType", _STR),
+        _field("clusteringPlan", "string"),
+        _field("extraMetadata", {"type": "map", "values": _STR, "avro.java.string": "String"}),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+
+ROLLBACK_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRollbackMetadata",
+    "namespace": _NS,
+    "fields": [
+        {"name": "startRollbackTime", "type": _STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "commitsRollback", "type": {"type": "array", "items": _STR}},
+        {
+            "name": "partitionMetadata",
+            "type": {
+                "type": "map",
+                "avro.java.string": "String",
+                "values": {
+                    "type": "record",
+                    "name": "HoodieRollbackPartitionMetadata",
+                    "fields": [
+                        {"name": "partitionPath", "type": _STR},
+                        {"name": "successDeleteFiles", "type": {"type": "array", "items": _STR}},
+                        {"name": "failedDeleteFiles", "type": {"type": "array", "items": _STR}},
+                    ],
+                },
+            },
+        },
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        {
+            "name": "instantsRollback",
+            "default": [],
+            "type": {
+                "type": "array",
+                "default": [],
+                "items": {
+                    "type": "record",
+                    "name": "HoodieInstantInfo",
+                    "fields": [
+                        {"name": "commitTime", "type": _STR},
+                        {"name": "action", "type": _STR},
+                    ],
+                },
+            },
+        },
+    ],
+}
+
+ROLLBACK_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRollbackPlan",
+    "namespace": _NS,
+    "fields": [
+        {
+            "name": "instantToRollback",
+            "type": _opt(
+                {
+                    "type": "record",
+                    "name": "HoodieInstantInfo",
+                    "fields": [
+                        {"name": "commitTime", "type": _STR},
+                        {"name": "action", "type": _STR},
+                    ],
+                }
+            )["type"],
+            "default": None,
+        },
+        _field("filesToDelete", {"type": "array", "items": _STR}),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}

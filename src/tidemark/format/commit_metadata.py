@@ -1,0 +1,177 @@
+"""Commit metadata: what a commit wrote, as typed records, and its Avro encoding.
+
+A completed ``commit`` / ``replacecommit`` file holds one Avro record
+(object-container file) with the write statistics per partition. Readers use
+it to find the file groups a commit touched (incremental queries), and the
+commit protocol uses it to find conflicting writers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import fastavro
+
+from tidemark.format import avro_schemas
+
+_PARSED = {
+    "commit": fastavro.parse_schema(avro_schemas.COMMIT_METADATA),
+    "replace": fastavro.parse_schema(avro_schemas.REPLACE_COMMIT_METADATA),
+    "requested_replace": fastavro.parse_schema(avro_schemas.REQUESTED_REPLACE_METADATA),
+    "rollback": fastavro.parse_schema(avro_schemas.ROLLBACK_METADATA),
+    "rollback_plan": fastavro.parse_schema(avro_schemas.ROLLBACK_PLAN),
+}
+
+
+@dataclass(frozen=True)
+class WriteStat:
+    """What one file-group write produced: the new file and its counts."""
+
+    partition_path: str
+    file_id: str
+    path: str  # relative to the table's base path
+    prev_commit: str | None  # instant of the base file this one replaces
+    num_writes: int  # records in the new file
+    num_inserts: int
+    num_updates: int
+    num_deletes: int
+    file_size: int
+    prev_base_file: str | None = None
+    total_write_time_ms: int = 0
+
+    def to_avro(self) -> dict[str, Any]:
+        zero_longs = (
+            "totalWriteErrors", "totalLogRecords", "totalUpdatedRecordsCompacted",
+            "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks",
+            "totalLogFilesCompacted", "totalLogReadTimeMs", "totalLogSizeCompacted", "numUpdates",
+        )
+        rec: dict[str, Any] = {k: 0 for k in zero_longs}
+        rec.update(
+            fileId=self.file_id,
+            path=self.path,
+            # Hudi writes the string "null" for a new file group, not an Avro null.
+            prevCommit=self.prev_commit or "null",
+            numWrites=self.num_writes,
+            numDeletes=self.num_deletes,
+            numUpdateWrites=self.num_updates,
+            totalWriteBytes=self.file_size,
+            partitionPath=self.partition_path,
+            numInserts=self.num_inserts,
+            fileSizeInBytes=self.file_size,
+            prevBaseFile=self.prev_base_file,
+            runtimeStats={
+                "totalScanTime": 0,
+                "totalCreateTime": self.total_write_time_ms if self.prev_commit is None else 0,
+                "totalUpsertTime": self.total_write_time_ms if self.prev_commit else 0,
+            },
+        )
+        return rec
+
+    @classmethod
+    def from_avro(cls, rec: Mapping[str, Any]) -> WriteStat:
+        prev = rec.get("prevCommit")
+        return cls(
+            partition_path=rec.get("partitionPath") or "",
+            file_id=rec.get("fileId") or "",
+            path=rec.get("path") or "",
+            prev_commit=None if prev in (None, "null") else prev,
+            num_writes=rec.get("numWrites") or 0,
+            num_inserts=rec.get("numInserts") or 0,
+            num_updates=rec.get("numUpdateWrites") or 0,
+            num_deletes=rec.get("numDeletes") or 0,
+            file_size=rec.get("fileSizeInBytes") or 0,
+            prev_base_file=rec.get("prevBaseFile"),
+        )
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """The content of a completed commit or replacecommit."""
+
+    operation: str  # Hudi's operation type name: UPSERT, INSERT, BULK_INSERT, DELETE, ...
+    write_stats: tuple[WriteStat, ...] = ()
+    extra: Mapping[str, str] = field(default_factory=dict)
+    replaced_file_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    is_replace: bool = False
+
+    @property
+    def schema_json(self) -> str | None:
+        return self.extra.get("schema")
+
+    def partitions(self) -> set[str]:
+        return {s.partition_path for s in self.write_stats} | set(self.replaced_file_ids)
+
+    def file_groups(self) -> set[tuple[str, str]]:
+        """(partition, file id) of every file group written or replaced."""
+        touched = {(s.partition_path, s.file_id) for s in self.write_stats}
+        for partition, ids in self.replaced_file_ids.items():
+            touched.update((partition, f) for f in ids)
+        return touched
+
+    def to_avro_record(self) -> dict[str, Any]:
+        by_partition: dict[str, list[dict[str, Any]]] = {}
+        for stat in self.write_stats:
+            by_partition.setdefault(stat.partition_path, []).append(stat.to_avro())
+        rec: dict[str, Any] = {
+            "partitionToWriteStats": by_partition,
+            "compacted": False,
+            "extraMetadata": dict(self.extra),
+            "version": 1,
+            "operationType": self.operation,
+        }
+        if self.is_replace:
+            rec["partitionToReplaceFileIds"] = {p: list(v) for p, v in self.replaced_file_ids.items()}
+        return rec
+
+    def to_bytes(self) -> bytes:
+        return write_avro("replace" if self.is_replace else "commit", self.to_avro_record())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CommitMetadata:
+        rec = read_avro(data)
+        stats = tuple(
+            WriteStat.from_avro(s)
+            for stat_list in (rec.get("partitionToWriteStats") or {}).values()
+            for s in stat_list
+        )
+        replaced_raw = rec.get("partitionToReplaceFileIds")
+        return cls(
+            operation=rec.get("operationType") or "UNKNOWN",
+            write_stats=stats,
+            extra=dict(rec.get("extraMetadata") or {}),
+            replaced_file_ids={p: tuple(v) for p, v in (replaced_raw or {}).items()},
+            is_replace=replaced_raw is not None,
+        )
+
+
+def write_avro(kind: str, record: Mapping[str, Any]) -> bytes:
+    """One record in an Avro object-container file, with the schema ``kind`` names."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, _PARSED[kind], [record], codec="null")
+    return buf.getvalue()
+
+
+def read_avro(data: bytes) -> dict[str, Any]:
+    """The first record of an Avro object-container file, or {} for an empty file."""
+    if not data:
+        return {}
+    for rec in fastavro.reader(io.BytesIO(data)):
+        return dict(rec)  # type: ignore[arg-type]
+    return {}
+
+
+def inflight_metadata_bytes(operation: str, planned: Iterable[tuple[str, str]] = ()) -> bytes:
+    """What Hudi puts in an ``.inflight`` commit file: the operation and the planned file groups."""
+    stats = tuple(
+        WriteStat(p, f, "", None, 0, 0, 0, 0, 0) for p, f in planned
+    )
+    return CommitMetadata(operation, stats).to_bytes()
+
+
+def dumps_json(meta: CommitMetadata) -> str:
+    """A readable JSON rendering, for the CLI."""
+    return json.dumps(meta.to_avro_record(), indent=2, default=str)

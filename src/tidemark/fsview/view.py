@@ -1,0 +1,109 @@
+"""Which files a reader sees: latest base file of each live file group.
+
+A data file belongs to the instant named in its file name. It is visible only
+if that instant is completed (and, for time travel, not after the ``as_of``
+time). File groups replaced by a completed ``replacecommit`` (insert_overwrite,
+clustering) disappear from the view from that instant on. Files of pending or
+failed instants are never visible, whatever their age.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from tidemark.format.names import parse_base_file_name
+from tidemark.storage import Storage
+from tidemark.timeline import Action, Instant, Timeline
+
+
+@dataclass(frozen=True)
+class BaseFile:
+    partition_path: str
+    file_id: str
+    instant_time: str
+    path: str  # relative to the table base
+    size: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+@dataclass
+class FileGroup:
+    partition_path: str
+    file_id: str
+    base_files: list[BaseFile] = field(default_factory=list)  # oldest first
+
+    @property
+    def latest(self) -> BaseFile:
+        return self.base_files[-1]
+
+
+class FileSystemView:
+    """File groups of a table as of one timeline snapshot (and optionally a time-travel point)."""
+
+    def __init__(self, storage: Storage, timeline: Timeline, *, as_of: str | None = None) -> None:
+        self.storage = storage
+        self.timeline = timeline
+        self.as_of = as_of
+        self._groups = self._build()
+
+    def _visible_instant(self, instant: Instant | None) -> bool:
+        if instant is None:
+            return False
+        return self.as_of is None or instant.requested_time <= self.as_of
+
+    def _build(self) -> dict[tuple[str, str], FileGroup]:
+        replaced: set[tuple[str, str]] = set()
+        committed_paths: dict[str, set[str]] = {}
+        for inst in self.timeline.completed_data_instants:
+            if not self._visible_instant(inst):
+                continue
+            meta = self.timeline.commit_metadata(inst)
+            if inst.action is Action.REPLACE_COMMIT:
+                for partition, ids in meta.replaced_file_ids.items():
+                    replaced.update((partition, f) for f in ids)
+            committed_paths[inst.requested_time] = {s.path for s in meta.write_stats}
+
+        groups: dict[tuple[str, str], FileGroup] = {}
+        for info in self.storage.walk_files(""):
+            parsed = parse_base_file_name(info.name)
+            if parsed is None:
+                continue
+            inst = self.timeline.completed_instant(parsed.instant_time)
+            if not self._visible_instant(inst):
+                continue
+            # Only files the commit recorded count: leftovers of failed task attempts do not.
+            paths = committed_paths.get(parsed.instant_time)
+            if paths is not None and info.path not in paths:
+                continue
+            partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
+            key = (partition, parsed.file_id)
+            if key in replaced:
+                continue
+            group = groups.setdefault(key, FileGroup(partition, parsed.file_id))
+            group.base_files.append(
+                BaseFile(partition, parsed.file_id, parsed.instant_time, info.path, info.size)
+            )
+        for group in groups.values():
+            group.base_files.sort(key=lambda b: b.instant_time)
+        return groups
+
+    def file_groups(self, partitions: Iterable[str] | None = None) -> list[FileGroup]:
+        wanted = set(partitions) if partitions is not None else None
+        return [
+            g
+            for g in self._groups.values()
+            if wanted is None or g.partition_path in wanted
+        ]
+
+    def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
+        return [g.latest for g in self.file_groups(partitions)]
+
+    def partitions(self) -> list[str]:
+        return sorted({g.partition_path for g in self._groups.values()})
+
+    def group(self, partition: str, file_id: str) -> FileGroup | None:
+        return self._groups.get((partition, file_id))

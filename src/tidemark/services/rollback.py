@@ -1,0 +1,139 @@
+"""Rollback: remove a write's files and its instant, and record that it happened.
+
+Steps, each safe to repeat if the process dies between them::
+
+    <r>.rollback.requested   plan: the instant to roll back and its files
+    delete the data files (from markers, or from the commit metadata if completed)
+    delete the instant's timeline files (completed file first, so data vanishes at once)
+    <r>.rollback.inflight
+    <r>_<c>.rollback         metadata: what was deleted
+
+A rollback left requested or inflight is finished by :func:`finish_pending_rollbacks`.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from tidemark.errors import InstantNotFoundError, TidemarkError
+from tidemark.format.commit_metadata import read_avro, write_avro
+from tidemark.format.names import TIMELINE_DIR
+from tidemark.storage import Storage
+from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
+from tidemark.write.markers import delete_markers, marked_data_files
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    rollback_instant: Instant
+    rolled_back: Instant
+    deleted_files: tuple[str, ...]
+
+
+def _files_of(storage: Storage, timeline: Timeline, instant: Instant) -> list[str]:
+    files = set(marked_data_files(storage, instant.requested_time))
+    if instant.is_completed:
+        files.update(s.path for s in timeline.commit_metadata(instant).write_stats if s.path)
+    return sorted(files)
+
+
+def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = None) -> RollbackResult:
+    """Roll back ``instant``: a pending write, or the latest completed data instant.
+
+    Raises TidemarkError for a completed instant that later completed instants
+    build on (rolling it back would silently undo them too).
+    """
+    timeline = timeline or Timeline.load(storage)
+    if not instant.action.writes_data:
+        raise TidemarkError(f"cannot roll back a {instant.action.value} instant")
+    if instant.is_completed:
+        later = [
+            i for i in timeline.completed_data_instants
+            if (i.completion_time or "") > (instant.completion_time or "")
+        ]
+        if later:
+            raise TidemarkError(
+                f"instant {instant.requested_time} cannot be rolled back: later commits "
+                f"({', '.join(i.requested_time for i in later[:3])}) build on it; "
+                "roll those back first (newest first)"
+            )
+    started = time.monotonic()
+    files = _files_of(storage, timeline, instant)
+    rollback_time = new_instant_time(floor=timeline.max_time())
+    plan = {
+        "instantToRollback": {
+            "commitTime": instant.requested_time,
+            "action": instant.action.value,
+        },
+        "filesToDelete": files,
+        "version": 1,
+    }
+    requested = instant_file_name(rollback_time, Action.ROLLBACK, State.REQUESTED)
+    storage.create_if_absent(f"{TIMELINE_DIR}/{requested}", write_avro("rollback_plan", plan))
+    return _execute(storage, rollback_time, instant, files, started)
+
+
+def _execute(
+    storage: Storage, rollback_time: str, instant: Instant, files: list[str], started: float
+) -> RollbackResult:
+    if instant.is_completed:
+        storage.delete(f"{TIMELINE_DIR}/{instant.file_name}")
+    deleted = [f for f in files if storage.delete(f)]
+    delete_markers(storage, instant.requested_time)
+    for state in (State.INFLIGHT, State.REQUESTED):
+        storage.delete(f"{TIMELINE_DIR}/{instant_file_name(instant.requested_time, instant.action, state)}")
+    inflight = instant_file_name(rollback_time, Action.ROLLBACK, State.INFLIGHT)
+    storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
+    by_partition: dict[str, list[str]] = {}
+    for f in deleted:
+        partition = f.rsplit("/", 1)[0] if "/" in f else ""
+        by_partition.setdefault(partition, []).append(f)
+    meta = {
+        "startRollbackTime": rollback_time,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": len(deleted),
+        "commitsRollback": [instant.requested_time],
+        "partitionMetadata": {
+            p: {"partitionPath": p, "successDeleteFiles": fs, "failedDeleteFiles": []}
+            for p, fs in by_partition.items()
+        },
+        "version": 1,
+        "instantsRollback": [{"commitTime": instant.requested_time, "action": instant.action.value}],
+    }
+    completion = new_instant_time(floor=rollback_time)
+    done = instant_file_name(rollback_time, Action.ROLLBACK, State.COMPLETED, completion)
+    storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("rollback", meta))
+    return RollbackResult(
+        Instant(rollback_time, Action.ROLLBACK, State.COMPLETED, completion),
+        instant,
+        tuple(deleted),
+    )
+
+
+def finish_pending_rollbacks(storage: Storage, timeline: Timeline) -> list[RollbackResult]:
+    """Complete rollbacks that a crashed process left requested or inflight."""
+    results = []
+    for pending in timeline.filter(actions=[Action.ROLLBACK], states=[State.REQUESTED, State.INFLIGHT]):
+        requested = instant_file_name(pending.requested_time, Action.ROLLBACK, State.REQUESTED)
+        plan = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{requested}")) if storage.exists(
+            f"{TIMELINE_DIR}/{requested}"
+        ) else {}
+        target = plan.get("instantToRollback") or {}
+        if not target:
+            continue
+        action = Action(target["action"])
+        victim = timeline.completed_instant(target["commitTime"])
+        if victim is None or victim.action is not action:
+            victim = Instant(target["commitTime"], action, State.INFLIGHT)
+        results.append(
+            _execute(storage, pending.requested_time, victim, list(plan.get("filesToDelete") or []), time.monotonic())
+        )
+    return results
+
+
+def find_instant(timeline: Timeline, requested_time: str) -> Instant:
+    for inst in timeline:
+        if inst.requested_time == requested_time and inst.action.writes_data:
+            return inst
+    raise InstantNotFoundError(requested_time, "no commit, deltacommit or replacecommit has that time")

@@ -1,0 +1,82 @@
+"""The storage seam: a small protocol every backend implements.
+
+Paths are relative to the table's base path and use ``/``. The two guarantees
+the commit protocol builds on:
+
+* :meth:`Storage.create_if_absent` creates a file with its full content only if
+  no file of that name exists, atomically, and tells which of the outcomes
+  happened. Timeline instants and lock files rely on it.
+* :meth:`Storage.write_atomic` replaces a file so that readers see either the
+  old or the new content, never a torn one.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class CreateOutcome(enum.Enum):
+    """What a create-if-absent did: ``UNKNOWN`` means the answer was lost (retry by reading)."""
+
+    CREATED = "created"
+    ALREADY_EXISTS = "already_exists"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file found by a listing: its path relative to the base, size and modification time."""
+
+    path: str
+    size: int
+    mtime: float
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+class Storage(Protocol):
+    """Files under one base path."""
+
+    @property
+    def base_path(self) -> str: ...
+
+    def full_path(self, path: str) -> str:
+        """The path as the engines see it (absolute on the local file system)."""
+        ...
+
+    def exists(self, path: str) -> bool: ...
+
+    def read_bytes(self, path: str) -> bytes: ...
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write ``data`` so readers see the whole file or the previous one."""
+        ...
+
+    def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
+        """Create ``path`` with ``data`` unless it exists; atomic with respect to other writers."""
+        ...
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Files (not folders) directly in ``path``; empty if the folder is absent."""
+        ...
+
+    def list_subdirs(self, path: str) -> list[str]:
+        """Names of the folders directly in ``path``."""
+        ...
+
+    def walk_files(self, path: str = "", *, skip_hidden_dirs: bool = True) -> Iterator[FileInfo]:
+        """Every file below ``path``; folders whose names start with ``.`` are skipped."""
+        ...
+
+    def delete(self, path: str) -> bool:
+        """Delete a file; returns whether it existed."""
+        ...
+
+    def delete_tree(self, path: str) -> None: ...
+
+    def is_empty_dir(self, path: str) -> bool: ...

@@ -1,0 +1,126 @@
+"""The local file system backend.
+
+Atomic create-if-absent writes the content to a unique temporary file and then
+``link``s it to the final name: ``link`` fails if the name exists, so the file
+appears whole or not at all, and only one of several racing writers wins.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+
+from tidemark.storage.base import CreateOutcome, FileInfo
+
+
+class LocalStorage:
+    """Files below ``base_path`` on the local file system."""
+
+    def __init__(self, base_path: str) -> None:
+        self._base = os.path.abspath(os.path.expanduser(base_path))
+
+    @property
+    def base_path(self) -> str:
+        return self._base
+
+    def full_path(self, path: str) -> str:
+        return os.path.join(self._base, path) if path else self._base
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(self.full_path(path))
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(self.full_path(path), "rb") as fh:
+            return fh.read()
+
+    def _temp_for(self, full: str) -> str:
+        head, tail = os.path.split(full)
+        os.makedirs(head, exist_ok=True)
+        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        full = self.full_path(path)
+        tmp = self._temp_for(full)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, full)
+
+    def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
+        full = self.full_path(path)
+        tmp = self._temp_for(full)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        try:
+            os.link(tmp, full)
+            return CreateOutcome.CREATED
+        except FileExistsError:
+            return CreateOutcome.ALREADY_EXISTS
+        except OSError as exc:  # pragma: no cover - file systems without hard links
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            try:
+                fd = os.open(full, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return CreateOutcome.ALREADY_EXISTS
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            return CreateOutcome.CREATED
+        finally:
+            os.unlink(tmp)
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        full = self.full_path(path)
+        out: list[FileInfo] = []
+        try:
+            entries = os.scandir(full)
+        except FileNotFoundError:
+            return out
+        with entries:
+            for entry in entries:
+                if entry.is_file(follow_symlinks=False):
+                    st = entry.stat()
+                    rel = f"{path}/{entry.name}" if path else entry.name
+                    out.append(FileInfo(rel, st.st_size, st.st_mtime))
+        return out
+
+    def list_subdirs(self, path: str) -> list[str]:
+        try:
+            with os.scandir(self.full_path(path)) as entries:
+                return [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        except FileNotFoundError:
+            return []
+
+    def walk_files(self, path: str = "", *, skip_hidden_dirs: bool = True) -> Iterator[FileInfo]:
+        stack = [path]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = list(os.scandir(self.full_path(current)))
+            except FileNotFoundError:
+                continue
+            for entry in entries:
+                rel = f"{current}/{entry.name}" if current else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    if skip_hidden_dirs and entry.name.startswith("."):
+                        continue
+                    stack.append(rel)
+                elif entry.is_file(follow_symlinks=False):
+                    st = entry.stat()
+                    yield FileInfo(rel, st.st_size, st.st_mtime)
+
+    def delete(self, path: str) -> bool:
+        try:
+            os.unlink(self.full_path(path))
+            return True
+        except FileNotFoundError:
+            return False
+
+    def delete_tree(self, path: str) -> None:
+        shutil.rmtree(self.full_path(path), ignore_errors=True)
+
+    def is_empty_dir(self, path: str) -> bool:
+        full = self.full_path(path)
+        return os.path.isdir(full) and not os.listdir(full)

@@ -1,0 +1,246 @@
+"""File-group writes in pure pyarrow: what one Spark task (or the Arrow engine) does.
+
+:func:`write_file_group` produces the next version of one file group: it keeps
+the rows of the current base file that the batch does not touch (with their own
+``_hoodie_commit_time``), applies updates and deletes, appends inserts, and
+writes one new base file after creating its marker. :func:`write_new_files`
+writes fresh file groups from a stream of batches (bulk insert), rolling over
+at the target file size. Both return :class:`WriteStat` records only.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.names import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    FILE_NAME,
+    META_COLUMNS,
+    PARTITION_PATH,
+    RECORD_KEY,
+    base_file_name,
+    join_partition,
+    new_file_id,
+)
+from tidemark.storage import LocalStorage
+from tidemark.write.markers import IOType, create_marker
+
+OP_COLUMN = "_tm_op"  # "U": upsert this record; "D": delete this key
+OP_UPSERT = "U"
+OP_DELETE = "D"
+
+
+@dataclass(frozen=True)
+class WriteSpec:
+    """Everything a task needs to write file groups of one commit; picklable."""
+
+    base_path: str
+    instant_time: str
+    schema: pa.Schema  # of base files: meta columns + user columns
+    ordering_fields: tuple[str, ...]
+    compression: str
+    max_file_size: int
+
+
+def _codec(name: str) -> str:
+    return "none" if name in ("none", "uncompressed") else name
+
+
+def _with_meta(
+    rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str, start: int
+) -> pa.Table:
+    """New or updated rows: set commit time, sequence number and file name."""
+    n = rows.num_rows
+    cols = {
+        COMMIT_TIME: pa.array([spec.instant_time] * n, pa.string()),
+        COMMIT_SEQNO: pa.array([f"{seq_prefix}_{start + i}" for i in range(n)], pa.string()),
+        RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
+        PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
+        FILE_NAME: pa.array([file_name] * n, pa.string()),
+    }
+    arrays = []
+    for field in spec.schema:
+        if field.name in cols:
+            arrays.append(cols[field.name])
+        elif field.name in rows.column_names:
+            arrays.append(rows.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=spec.schema)
+
+
+def _incoming_wins(old: pa.Table, new: pa.Table, ordering: Sequence[str]) -> pa.Array:
+    """Per row of ``new`` (all keys also in ``old``): whether it replaces the stored record.
+
+    Event-time ordering: the incoming record wins unless the stored one has a
+    greater ordering value; ties go to the incoming record (it is the later write).
+    """
+    if not ordering or new.num_rows == 0:
+        return pa.array([True] * new.num_rows, pa.bool_())
+    field = ordering[0]
+    idx_new = pa.array(range(new.num_rows), pa.int64())
+    left = pa.table({RECORD_KEY: new.column(RECORD_KEY), "_i": idx_new, "_new": new.column(field)})
+    right = pa.table({RECORD_KEY: old.column(RECORD_KEY), "_old": old.column(field)})
+    joined = left.join(right, RECORD_KEY, join_type="left outer").sort_by("_i")
+    older_wins = pc.fill_null(pc.greater(joined.column("_old"), joined.column("_new")), False)
+    return pc.invert(older_wins).combine_chunks()
+
+
+def write_file_group(
+    spec: WriteSpec,
+    incoming: pa.Table,
+    *,
+    partition_path: str,
+    file_id: str,
+    base_file: str | None,
+    token: str,
+    task_partition: int,
+) -> WriteStat:
+    """Write the next version of one file group and return its statistics.
+
+    ``incoming`` holds the user columns, ``_hoodie_record_key``,
+    ``_hoodie_partition_path`` and the op column; keys are unique. ``base_file``
+    is the table-relative path of the current version, or None for a new group.
+    """
+    started = time.monotonic()
+    storage = LocalStorage(spec.base_path)
+    name = base_file_name(file_id, token, spec.instant_time)
+    rel_path = join_partition(partition_path, name)
+    create_marker(storage, spec.instant_time, rel_path, IOType.MERGE if base_file else IOType.CREATE)
+
+    ops = incoming.column(OP_COLUMN)
+    upserts = incoming.filter(pc.equal(ops, OP_UPSERT))
+    deletes = incoming.filter(pc.equal(ops, OP_DELETE))
+    num_updates = num_deletes = 0
+    pieces: list[pa.Table] = []
+    prev_commit = None
+    if base_file is not None:
+        old = pq.read_table(storage.full_path(base_file), schema=spec.schema)
+        prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
+        old_keys = old.column(RECORD_KEY)
+        touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
+        touched = old.filter(touched_mask)
+        kept = old.filter(pc.invert(touched_mask))
+        num_deletes = int(pc.sum(pc.is_in(deletes.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0)
+        existing_mask = pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())
+        updates = upserts.filter(existing_mask)
+        inserts = upserts.filter(pc.invert(existing_mask))
+        wins = _incoming_wins(touched, updates, spec.ordering_fields)
+        losers_keys = updates.filter(pc.invert(wins)).column(RECORD_KEY).combine_chunks()
+        updates = updates.filter(wins)
+        num_updates = updates.num_rows
+        # Stored records that beat a stale update stay as they are, commit time included.
+        kept_stale = touched.filter(pc.is_in(touched.column(RECORD_KEY), value_set=losers_keys))
+        kept = pa.concat_tables([kept, kept_stale])
+        if kept.num_rows:
+            kept = kept.set_column(
+                kept.schema.get_field_index(FILE_NAME),
+                FILE_NAME,
+                pa.array([name] * kept.num_rows, pa.string()),
+            )
+            pieces.append(kept)
+    else:
+        updates = upserts.slice(0, 0)
+        inserts = upserts
+    fresh = pa.concat_tables([updates, inserts]) if updates.num_rows else inserts
+    seq_prefix = f"{spec.instant_time}_{task_partition}"
+    pieces.append(_with_meta(fresh, spec, name, seq_prefix, 0))
+    out = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    full = storage.full_path(rel_path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    pq.write_table(out, full, compression=_codec(spec.compression))
+    return WriteStat(
+        partition_path=partition_path,
+        file_id=file_id,
+        path=rel_path,
+        prev_commit=prev_commit,
+        num_writes=out.num_rows,
+        num_inserts=inserts.num_rows,
+        num_updates=num_updates,
+        num_deletes=num_deletes,
+        file_size=os.path.getsize(full),
+        prev_base_file=base_file.rsplit("/", 1)[-1] if base_file else None,
+        total_write_time_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+class _RollingFile:
+    def __init__(self, spec: WriteSpec, partition_path: str, token: str, task_partition: int):
+        self.spec = spec
+        self.partition_path = partition_path
+        self.file_id = new_file_id()
+        self.name = base_file_name(self.file_id, token, spec.instant_time)
+        self.rel_path = join_partition(partition_path, self.name)
+        storage = LocalStorage(spec.base_path)
+        create_marker(storage, spec.instant_time, self.rel_path, IOType.CREATE)
+        self.full = storage.full_path(self.rel_path)
+        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.writer = pq.ParquetWriter(
+            self.full, spec.schema, compression=_codec(spec.compression)
+        )
+        self.rows = 0
+        self.seq_prefix = f"{spec.instant_time}_{task_partition}"
+        self.started = time.monotonic()
+
+    def write(self, rows: pa.Table) -> None:
+        self.writer.write_table(_with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows))
+        self.rows += rows.num_rows
+
+    def size(self) -> int:
+        return os.path.getsize(self.full)
+
+    def close(self) -> WriteStat:
+        self.writer.close()
+        return WriteStat(
+            partition_path=self.partition_path,
+            file_id=self.file_id,
+            path=self.rel_path,
+            prev_commit=None,
+            num_writes=self.rows,
+            num_inserts=self.rows,
+            num_updates=0,
+            num_deletes=0,
+            file_size=os.path.getsize(self.full),
+            total_write_time_ms=int((time.monotonic() - self.started) * 1000),
+        )
+
+
+def write_new_files(
+    spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, token: str, task_partition: int
+) -> Iterator[WriteStat]:
+    """Write every batch into new file groups, one open file per partition path at a time.
+
+    A file is closed and a new file group started once it reaches ``max_file_size``
+    on disk; sizes are checked after each batch, so files overshoot by at most one batch.
+    """
+    open_files: dict[str, _RollingFile] = {}
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        table = pa.Table.from_batches([batch])
+        partitions = table.column(PARTITION_PATH)
+        unique = pc.unique(partitions).to_pylist()
+        for partition in unique:
+            rows = table if len(unique) == 1 else table.filter(pc.equal(partitions, partition))
+            current = open_files.get(partition)
+            if current is None:
+                current = open_files[partition] = _RollingFile(spec, partition, token, task_partition)
+            current.write(rows)
+            if current.size() >= spec.max_file_size:
+                yield current.close()
+                del open_files[partition]
+    for current in open_files.values():
+        yield current.close()
+
+
+META_AND_OP = (*META_COLUMNS, OP_COLUMN)

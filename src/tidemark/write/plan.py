@@ -1,0 +1,70 @@
+"""Where inserts go: file sizing, decided on the driver from small aggregates.
+
+Inserts of a partition first top up its *small* file groups (base file below
+``hoodie.parquet.small.file.limit``) up to ``hoodie.parquet.max.file.size``,
+then fill new file groups of at most that size. Each bucket gets a share of the
+partition's key-hash space proportional to the records it should take, so the
+engine can route each insert with a pure function of its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from tidemark.format.names import new_file_id
+
+
+@dataclass(frozen=True)
+class SmallFile:
+    file_id: str
+    base_file: str  # table-relative path of its current base file
+    size: int
+
+
+@dataclass(frozen=True)
+class InsertBucket:
+    """A file group that takes the inserts whose key hash falls in [low, high)."""
+
+    partition_path: str
+    file_id: str
+    base_file: str | None  # None: a new file group
+    records: int
+    low: float
+    high: float
+
+
+def plan_inserts(
+    insert_counts: Mapping[str, int],
+    small_files: Mapping[str, Sequence[SmallFile]],
+    *,
+    record_size: int,
+    max_file_size: int,
+) -> list[InsertBucket]:
+    """Buckets for every partition with inserts, covering its whole hash range [0, 1)."""
+    buckets: list[InsertBucket] = []
+    per_file = max(1, max_file_size // max(1, record_size))
+    for partition, count in sorted(insert_counts.items()):
+        if count <= 0:
+            continue
+        remaining = count
+        shares: list[tuple[str, str | None, int]] = []
+        for small in sorted(small_files.get(partition, ()), key=lambda s: s.size):
+            room = max(0, (max_file_size - small.size) // max(1, record_size))
+            take = min(room, remaining)
+            if take > 0:
+                shares.append((small.file_id, small.base_file, take))
+                remaining -= take
+            if remaining == 0:
+                break
+        if remaining > 0:
+            groups = -(-remaining // per_file)  # ceil
+            base, extra = divmod(remaining, groups)
+            for i in range(groups):
+                shares.append((new_file_id(), None, base + (1 if i < extra else 0)))
+        low = 0.0
+        for i, (file_id, base_file, take) in enumerate(shares):
+            high = 1.0 if i == len(shares) - 1 else low + take / count
+            buckets.append(InsertBucket(partition, file_id, base_file, take, low, high))
+            low = high
+    return buckets
