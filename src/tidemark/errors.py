@@ -69,10 +69,7 @@ class MissingColumnError(InvalidInputError):
     """A column that the table needs (record key, partition or ordering field) is absent."""
 
     def __init__(self, role: str, columns: Sequence[str], available: Sequence[str]) -> None:
-        super().__init__(
-            f"the batch lacks the {role} column(s) {list(columns)}; "
-            f"it has {list(available)}."
-        )
+        super().__init__(f"the batch lacks the {role} column(s) {list(columns)}; it has {list(available)}.")
         self.role = role
         self.columns = list(columns)
 
@@ -90,9 +87,7 @@ class TableNotFoundError(TidemarkError):
 
     def __init__(self, path: str, detail: str = "") -> None:
         extra = f" ({detail})" if detail else ""
-        super().__init__(
-            f"no Hudi table at {path!r}{extra}. Create one with tidemark.Table.create(...)."
-        )
+        super().__init__(f"no Hudi table at {path!r}{extra}. Create one with tidemark.Table.create(...).")
         self.path = path
 
 

@@ -17,7 +17,7 @@ import pyarrow as pa
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
 from tidemark.errors import ConfigError, InvalidInputError, TableExistsError, TableNotFoundError
-from tidemark.format.names import HOODIE_DIR, TEMP_DIR, TIMELINE_DIR
+from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
     MERGE_ON_READ,
@@ -86,7 +86,12 @@ class Table:
     """A Hudi v8 table: create or open it, write DataFrames, read it back."""
 
     def __init__(
-        self, storage: Storage, config: TableConfig, *, spark: SparkSession | None, write_config: WriteConfig,
+        self,
+        storage: Storage,
+        config: TableConfig,
+        *,
+        spark: SparkSession | None,
+        write_config: WriteConfig,
     ) -> None:
         self.storage = storage
         self.config = config
@@ -129,9 +134,7 @@ class Table:
         if table_type != COPY_ON_WRITE:
             raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
         raw = validate_keys(options or {})
-        write_config = resolve_write_config(
-            {k: v for k, v in raw.items() if k not in _TABLE_KEYS}
-        )
+        write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
         storage = LocalStorage(path)
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(path, "a table already exists there; use Table.open")
@@ -165,9 +168,7 @@ class Table:
         return table
 
     @classmethod
-    def open(
-        cls, path: str, *, spark: SparkSession | None, options: Mapping[str, Any] | None = None
-    ) -> Table:
+    def open(cls, path: str, *, spark: SparkSession | None, options: Mapping[str, Any] | None = None) -> Table:
         """Open the table at ``path``. Raises TableNotFoundError if there is none."""
         write_config = resolve_write_config(
             {k: v for k, v in validate_keys(options or {}).items() if k not in _TABLE_KEYS}

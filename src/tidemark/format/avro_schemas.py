@@ -22,7 +22,11 @@ def _field(name: str, t: Any) -> dict[str, Any]:
 
 
 _LONG_STATS = [
-    "numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors",
+    "numWrites",
+    "numDeletes",
+    "numUpdateWrites",
+    "totalWriteBytes",
+    "totalWriteErrors",
 ]
 WRITE_STAT: dict[str, Any] = {
     "type": "record",

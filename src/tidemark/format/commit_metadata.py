@@ -45,9 +45,16 @@ class WriteStat:
 
     def to_avro(self) -> dict[str, Any]:
         zero_longs = (
-            "totalWriteErrors", "totalLogRecords", "totalUpdatedRecordsCompacted",
-            "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks",
-            "totalLogFilesCompacted", "totalLogReadTimeMs", "totalLogSizeCompacted", "numUpdates",
+            "totalWriteErrors",
+            "totalLogRecords",
+            "totalUpdatedRecordsCompacted",
+            "totalLogBlocks",
+            "totalCorruptLogBlock",
+            "totalRollbackBlocks",
+            "totalLogFilesCompacted",
+            "totalLogReadTimeMs",
+            "totalLogSizeCompacted",
+            "numUpdates",
         )
         rec: dict[str, Any] = {k: 0 for k in zero_longs}
         rec.update(
@@ -134,9 +141,7 @@ class CommitMetadata:
     def from_bytes(cls, data: bytes) -> CommitMetadata:
         rec = read_avro(data)
         stats = tuple(
-            WriteStat.from_avro(s)
-            for stat_list in (rec.get("partitionToWriteStats") or {}).values()
-            for s in stat_list
+            WriteStat.from_avro(s) for stat_list in (rec.get("partitionToWriteStats") or {}).values() for s in stat_list
         )
         replaced_raw = rec.get("partitionToReplaceFileIds")
         return cls(
@@ -166,9 +171,7 @@ def read_avro(data: bytes) -> dict[str, Any]:
 
 def inflight_metadata_bytes(operation: str, planned: Iterable[tuple[str, str]] = ()) -> bytes:
     """What Hudi puts in an ``.inflight`` commit file: the operation and the planned file groups."""
-    stats = tuple(
-        WriteStat(p, f, "", None, 0, 0, 0, 0, 0) for p, f in planned
-    )
+    stats = tuple(WriteStat(p, f, "", None, 0, 0, 0, 0, 0) for p, f in planned)
     return CommitMetadata(operation, stats).to_bytes()
 
 

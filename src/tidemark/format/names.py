@@ -66,14 +66,9 @@ def marker_path(instant_time: str, data_file_path: str, io_type: str) -> str:
 
 def data_path_of_marker(instant_time: str, marker: str) -> str:
     prefix = marker_dir(instant_time) + "/"
-    rel = marker[len(prefix):] if marker.startswith(prefix) else marker
+    rel = marker[len(prefix) :] if marker.startswith(prefix) else marker
     return rel.rsplit(".marker.", 1)[0]
 
 
 def partition_metafile_content(instant_time: str, depth: int, written_at: str) -> bytes:
-    return (
-        "#partition metadata\n"
-        f"#{written_at}\n"
-        f"commitTime={instant_time}\n"
-        f"partitionDepth={depth}\n"
-    ).encode()
+    return (f"#partition metadata\n#{written_at}\ncommitTime={instant_time}\npartitionDepth={depth}\n").encode()

@@ -121,9 +121,7 @@ class TableConfig:
                 "hoodie.populate.meta.fields": "true",
                 "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
                 "hoodie.table.keygenerator.type": keygen,
-                "hoodie.datasource.write.hive_style_partitioning": str(
-                    self.hive_style_partitioning
-                ).lower(),
+                "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style_partitioning).lower(),
                 "hoodie.datasource.write.partitionpath.urlencode": "false",
                 "hoodie.datasource.write.drop.partition.columns": "false",
                 "hoodie.record.merge.mode": self.merge_mode,
@@ -148,14 +146,17 @@ class TableConfig:
                 f"table version {version} is not supported: tidemark reads and writes "
                 f"Hudi table version {TABLE_VERSION} (Hudi 1.x) only"
             )
-        ordering = props.get("hoodie.table.ordering.fields") or props.get(
-            "hoodie.table.precombine.field"
-        )
+        ordering = props.get("hoodie.table.ordering.fields") or props.get("hoodie.table.precombine.field")
         known = {
-            "hoodie.table.name", "hoodie.table.type", "hoodie.table.recordkey.fields",
-            "hoodie.table.partition.fields", "hoodie.table.ordering.fields",
-            "hoodie.table.precombine.field", "hoodie.datasource.write.hive_style_partitioning",
-            "hoodie.table.create.schema", "hoodie.database.name",
+            "hoodie.table.name",
+            "hoodie.table.type",
+            "hoodie.table.recordkey.fields",
+            "hoodie.table.partition.fields",
+            "hoodie.table.ordering.fields",
+            "hoodie.table.precombine.field",
+            "hoodie.datasource.write.hive_style_partitioning",
+            "hoodie.table.create.schema",
+            "hoodie.database.name",
         }
         return cls(
             name=props.get("hoodie.table.name", "table"),
@@ -163,9 +164,7 @@ class TableConfig:
             record_key_fields=_split(props.get("hoodie.table.recordkey.fields")),
             partition_fields=_split(props.get("hoodie.table.partition.fields")),
             ordering_fields=_split(ordering),
-            hive_style_partitioning=props.get(
-                "hoodie.datasource.write.hive_style_partitioning", "false"
-            ).lower()
+            hive_style_partitioning=props.get("hoodie.datasource.write.hive_style_partitioning", "false").lower()
             == "true",
             create_schema=props.get("hoodie.table.create.schema"),
             database=props.get("hoodie.database.name", "default"),

@@ -79,8 +79,7 @@ def _record(fields: list[pa.Field], name: str, ns: str) -> dict[str, Any]:
         "name": name,
         "namespace": ns,
         "fields": [
-            {"name": f.name, "type": _nullable(_to_avro(f.type, f.name, inner_ns)), "default": None}
-            for f in fields
+            {"name": f.name, "type": _nullable(_to_avro(f.type, f.name, inner_ns)), "default": None} for f in fields
         ],
     }
 
@@ -100,8 +99,14 @@ def _from_avro(t: Any) -> pa.DataType:
         return _from_avro(non_null[0]) if non_null else pa.null()
     if isinstance(t, str):
         return {
-            "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-            "double": pa.float64(), "string": pa.string(), "bytes": pa.binary(), "null": pa.null(),
+            "boolean": pa.bool_(),
+            "int": pa.int32(),
+            "long": pa.int64(),
+            "float": pa.float32(),
+            "double": pa.float64(),
+            "string": pa.string(),
+            "bytes": pa.binary(),
+            "null": pa.null(),
         }[t]
     logical = t.get("logicalType")
     if logical == "date":

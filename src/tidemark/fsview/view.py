@@ -58,14 +58,14 @@ class FileSystemView:
     def _build(self) -> dict[tuple[str, str], FileGroup]:
         replaced: set[tuple[str, str]] = set()
         committed_paths: dict[str, set[str]] = {}
-        for inst in self.timeline.completed_data_instants:
-            if not self._visible_instant(inst):
+        for data_instant in self.timeline.completed_data_instants:
+            if not self._visible_instant(data_instant):
                 continue
-            meta = self.timeline.commit_metadata(inst)
-            if inst.action is Action.REPLACE_COMMIT:
+            meta = self.timeline.commit_metadata(data_instant)
+            if data_instant.action is Action.REPLACE_COMMIT:
                 for partition, ids in meta.replaced_file_ids.items():
                     replaced.update((partition, f) for f in ids)
-            committed_paths[inst.requested_time] = {s.path for s in meta.write_stats}
+            committed_paths[data_instant.requested_time] = {s.path for s in meta.write_stats}
 
         groups: dict[tuple[str, str], FileGroup] = {}
         for info in self.storage.walk_files(""):
@@ -84,20 +84,14 @@ class FileSystemView:
             if key in replaced:
                 continue
             group = groups.setdefault(key, FileGroup(partition, parsed.file_id))
-            group.base_files.append(
-                BaseFile(partition, parsed.file_id, parsed.instant_time, info.path, info.size)
-            )
+            group.base_files.append(BaseFile(partition, parsed.file_id, parsed.instant_time, info.path, info.size))
         for group in groups.values():
             group.base_files.sort(key=lambda b: b.instant_time)
         return groups
 
     def file_groups(self, partitions: Iterable[str] | None = None) -> list[FileGroup]:
         wanted = set(partitions) if partitions is not None else None
-        return [
-            g
-            for g in self._groups.values()
-            if wanted is None or g.partition_path in wanted
-        ]
+        return [g for g in self._groups.values() if wanted is None or g.partition_path in wanted]
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         return [g.latest for g in self.file_groups(partitions)]

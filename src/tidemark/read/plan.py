@@ -65,9 +65,13 @@ def _matches(value: str, op: str, target: Any) -> bool:
         return hit if op == "in" else not hit
     left, right = typed(value), target if isinstance(target, (int, float)) else str(target)
     ops = {
-        "=": lambda: left == right, "==": lambda: left == right, "!=": lambda: left != right,
-        "<": lambda: left < right, "<=": lambda: left <= right,
-        ">": lambda: left > right, ">=": lambda: left >= right,
+        "=": lambda: left == right,
+        "==": lambda: left == right,
+        "!=": lambda: left != right,
+        "<": lambda: left < right,
+        "<=": lambda: left <= right,
+        ">": lambda: left > right,
+        ">=": lambda: left >= right,
     }
     if op not in ops:
         raise InvalidInputError(f"unknown filter operator {op!r}; use one of {sorted(ops)}, in, not in")
@@ -103,9 +107,7 @@ def snapshot_plan(storage: Storage, timeline: Timeline, *, as_of: str | None = N
     return ReadPlan(tuple(view.latest_base_files()), None)
 
 
-def incremental_plan(
-    storage: Storage, timeline: Timeline, *, start: str | None, end: str | None
-) -> ReadPlan:
+def incremental_plan(storage: Storage, timeline: Timeline, *, start: str | None, end: str | None) -> ReadPlan:
     """Rows written by instants that completed in ``(start, end]``; ``end`` defaults to now."""
     if start is not None:
         start = check_instant_time(start, "start")
@@ -113,9 +115,9 @@ def incremental_plan(
         end = check_instant_time(end, "end")
     ordered = [i for i in timeline.by_completion_time() if i.action.writes_data]
     chosen = [
-        i for i in ordered
-        if (start is None or (i.completion_time or "") > start)
-        and (end is None or (i.completion_time or "") <= end)
+        i
+        for i in ordered
+        if (start is None or (i.completion_time or "") > start) and (end is None or (i.completion_time or "") <= end)
     ]
     checkpoint = end or (ordered[-1].completion_time if ordered else start)
     if not chosen:

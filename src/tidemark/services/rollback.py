@@ -49,8 +49,7 @@ def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = 
         raise TidemarkError(f"cannot roll back a {instant.action.value} instant")
     if instant.is_completed:
         later = [
-            i for i in timeline.completed_data_instants
-            if (i.completion_time or "") > (instant.completion_time or "")
+            i for i in timeline.completed_data_instants if (i.completion_time or "") > (instant.completion_time or "")
         ]
         if later:
             raise TidemarkError(
@@ -95,8 +94,7 @@ def _execute(
         "totalFilesDeleted": len(deleted),
         "commitsRollback": [instant.requested_time],
         "partitionMetadata": {
-            p: {"partitionPath": p, "successDeleteFiles": fs, "failedDeleteFiles": []}
-            for p, fs in by_partition.items()
+            p: {"partitionPath": p, "successDeleteFiles": fs, "failedDeleteFiles": []} for p, fs in by_partition.items()
         },
         "version": 1,
         "instantsRollback": [{"commitTime": instant.requested_time, "action": instant.action.value}],
@@ -116,9 +114,11 @@ def finish_pending_rollbacks(storage: Storage, timeline: Timeline) -> list[Rollb
     results = []
     for pending in timeline.filter(actions=[Action.ROLLBACK], states=[State.REQUESTED, State.INFLIGHT]):
         requested = instant_file_name(pending.requested_time, Action.ROLLBACK, State.REQUESTED)
-        plan = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{requested}")) if storage.exists(
-            f"{TIMELINE_DIR}/{requested}"
-        ) else {}
+        plan = (
+            read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{requested}"))
+            if storage.exists(f"{TIMELINE_DIR}/{requested}")
+            else {}
+        )
         target = plan.get("instantToRollback") or {}
         if not target:
             continue

@@ -81,9 +81,7 @@ class Instant:
         return f"{self.requested_time}{done} {self.action.value} {self.state.value}"
 
 
-def instant_file_name(
-    requested_time: str, action: Action, state: State, completion_time: str | None = None
-) -> str:
+def instant_file_name(requested_time: str, action: Action, state: State, completion_time: str | None = None) -> str:
     if state is State.COMPLETED:
         if not completion_time:
             raise ValueError("a completed instant needs a completion time")

@@ -59,11 +59,7 @@ class Timeline:
     ) -> list[Instant]:
         acts = set(actions) if actions is not None else None
         sts = set(states) if states is not None else None
-        return [
-            i
-            for i in self._instants
-            if (acts is None or i.action in acts) and (sts is None or i.state in sts)
-        ]
+        return [i for i in self._instants if (acts is None or i.action in acts) and (sts is None or i.state in sts)]
 
     @cached_property
     def completed(self) -> list[Instant]:

@@ -83,9 +83,7 @@ class CommitProtocol:
 
     def inflight(self, pending: PendingWrite, planned: Iterable[tuple[str, str]] = ()) -> None:
         name = instant_file_name(pending.instant_time, pending.action, State.INFLIGHT)
-        self.storage.create_if_absent(
-            f"{TIMELINE_DIR}/{name}", inflight_metadata_bytes(pending.operation, planned)
-        )
+        self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", inflight_metadata_bytes(pending.operation, planned))
 
     # -- complete ------------------------------------------------------------------------
     def _remove_partial_files(self, pending: PendingWrite, stats: Sequence[WriteStat]) -> None:
@@ -107,9 +105,7 @@ class CommitProtocol:
             path = join_partition(partition, PARTITION_METAFILE)
             if not self.storage.exists(path):
                 depth = partition.count("/") + 1 if partition else 0
-                self.storage.create_if_absent(
-                    path, partition_metafile_content(pending.instant_time, depth, written_at)
-                )
+                self.storage.create_if_absent(path, partition_metafile_content(pending.instant_time, depth, written_at))
 
     def complete(
         self,
@@ -140,9 +136,7 @@ class CommitProtocol:
             name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
             outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
             if outcome is not CreateOutcome.CREATED:
-                raise CommitError(
-                    f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time
-                )
+                raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
         except BaseException:
             self.abort(pending)
             raise

@@ -55,9 +55,7 @@ def _codec(name: str) -> str:
     return "none" if name in ("none", "uncompressed") else name
 
 
-def _with_meta(
-    rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str, start: int
-) -> pa.Table:
+def _with_meta(rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str, start: int) -> pa.Table:
     """New or updated rows: set commit time, sequence number and file name."""
     n = rows.num_rows
     cols = {
@@ -130,7 +128,9 @@ def write_file_group(
         touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
         touched = old.filter(touched_mask)
         kept = old.filter(pc.invert(touched_mask))
-        num_deletes = int(pc.sum(pc.is_in(deletes.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0)
+        num_deletes = int(
+            pc.sum(pc.is_in(deletes.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0
+        )
         existing_mask = pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())
         updates = upserts.filter(existing_mask)
         inserts = upserts.filter(pc.invert(existing_mask))
@@ -185,9 +185,7 @@ class _RollingFile:
         create_marker(storage, spec.instant_time, self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
-        self.writer = pq.ParquetWriter(
-            self.full, spec.schema, compression=_codec(spec.compression)
-        )
+        self.writer = pq.ParquetWriter(self.full, spec.schema, compression=_codec(spec.compression))
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()

@@ -37,9 +37,7 @@ def require_columns(role: str, needed: Sequence[str], available: Sequence[str]) 
         raise MissingColumnError(role, absent, [c for c in available if c not in META_COLUMNS])
 
 
-def plan_columns(
-    incoming: pa.Schema, table: pa.Schema, *, allow_missing: bool
-) -> ColumnPlan:
+def plan_columns(incoming: pa.Schema, table: pa.Schema, *, allow_missing: bool) -> ColumnPlan:
     problems: list[str] = []
     casts: dict[str, pa.DataType] = {}
     table_fields = {f.name: f for f in table}

@@ -27,7 +27,7 @@ from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.format.schema import avro_schema_json
 from tidemark.fsview import FileSystemView
 from tidemark.timeline import Action, Instant, Timeline
-from tidemark.write.commit import CommitProtocol
+from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec
 from tidemark.write.validate import require_columns
 
@@ -46,9 +46,7 @@ OPERATIONS = {
 class SparkWriteClient:
     def __init__(self, table: Table) -> None:
         if table.spark is None:
-            raise InvalidInputError(
-                "this Table was opened without a SparkSession; pass spark=... to write DataFrames"
-            )
+            raise InvalidInputError("this Table was opened without a SparkSession; pass spark=... to write DataFrames")
         self.table = table
         self.spark = table.spark
         self.storage = table.storage
@@ -77,9 +75,7 @@ class SparkWriteClient:
         spec = WriteSpec(
             base_path=self.storage.base_path,
             instant_time="",  # set once the instant exists
-            schema=pa.schema(
-                [pa.field(c, pa.string()) for c in META_COLUMNS] + list(user_schema)
-            ),
+            schema=pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(user_schema)),
             ordering_fields=cfg.ordering_fields,
             compression=self.config.compression,
             max_file_size=self.config.max_file_size,
@@ -91,7 +87,10 @@ class SparkWriteClient:
             self.config.bulk_insert_parallelism if operation == "bulk_insert" else self.config.upsert_parallelism
         )
         pipeline = SparkWritePipeline(
-            self.spark, layout, spec, user_schema,
+            self.spark,
+            layout,
+            spec,
+            user_schema,
             record_size_estimate=self.config.record_size_estimate,
             small_file_limit=self.config.small_file_limit,
             parallelism=parallelism,
@@ -101,9 +100,7 @@ class SparkWriteClient:
         view = FileSystemView(self.storage, timeline)
 
         # Everything that can reject the input happens before the instant is requested.
-        prepared = pipeline.prepare(
-            df, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
-        )
+        prepared = pipeline.prepare(df, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only)
         persisted: list[DataFrame] = []
         try:
             if operation == "bulk_insert":
@@ -148,8 +145,13 @@ class SparkWriteClient:
         return instant, stats, op_name
 
     def _write_tagged(
-        self, operation: str, pipeline: SparkWritePipeline, tagged: DataFrame, view: FileSystemView,
-        protocol: CommitProtocol, pending: object,
+        self,
+        operation: str,
+        pipeline: SparkWritePipeline,
+        tagged: DataFrame,
+        view: FileSystemView,
+        protocol: CommitProtocol,
+        pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
         base_files: dict[tuple[str, str], str] = {}
         for group in view.file_groups():
@@ -157,14 +159,12 @@ class SparkWriteClient:
         replaced: dict[str, list[str]] = {}
         if operation == "delete":
             found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull())
-            rows = found.select(RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN).withColumn(OP_COLUMN, F.lit(OP_DELETE))
-            protocol.inflight(pending)  # type: ignore[arg-type]
-            return pipeline.write_file_groups(rows, base_files), replaced
+            deletes = found.select(RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN).withColumn(OP_COLUMN, F.lit(OP_DELETE))
+            protocol.inflight(pending)
+            return pipeline.write_file_groups(deletes, base_files), replaced
         updates = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull())
         inserts = tagged.filter(F.col(FILE_ID_COLUMN).isNull())
-        buckets = pipeline.plan_insert_buckets(
-            inserts, view, use_small_files=operation != "insert_overwrite"
-        )
+        buckets = pipeline.plan_insert_buckets(inserts, view, use_small_files=operation != "insert_overwrite")
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file
@@ -173,7 +173,7 @@ class SparkWriteClient:
             for group in view.file_groups(partitions):
                 replaced.setdefault(group.partition_path, []).append(group.file_id)
             base_files = {}
-        protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])  # type: ignore[arg-type]
+        protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])
         routed = pipeline.route_inserts(inserts, buckets) if buckets else None
         rows: DataFrame = updates
         if routed is not None:

@@ -45,9 +45,7 @@ def _normalize(options: dict[str, str]) -> dict[str, str]:
     for key, value in options.items():
         name = _ALIASES.get(key, key)
         if name not in _KNOWN:
-            raise ConfigError(
-                f"unknown read option {key!r}; known: {sorted(_KNOWN | set(_ALIASES))}", key=key
-            )
+            raise ConfigError(f"unknown read option {key!r}; known: {sorted(_KNOWN | set(_ALIASES))}", key=key)
         out[name] = value
     return out
 
@@ -116,7 +114,8 @@ class _Reader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         keep = [
-            (p, values) for p, values in self.files
+            (p, values)
+            for p, values in self.files
             if all(values.get(col) in allowed for col, allowed in self.wanted.items())
         ]
         return [_FilePartition(f"{self.base}/{p}", values) for p, values in keep]

@@ -16,6 +16,7 @@ file groups with ``mapInArrow``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -45,19 +46,33 @@ STATS_DDL = (
 
 def _stat_row(s: WriteStat) -> dict[str, object]:
     return {
-        "partition_path": s.partition_path, "file_id": s.file_id, "path": s.path,
-        "prev_commit": s.prev_commit, "prev_base_file": s.prev_base_file,
-        "num_writes": s.num_writes, "num_inserts": s.num_inserts, "num_updates": s.num_updates,
-        "num_deletes": s.num_deletes, "file_size": s.file_size, "write_ms": s.total_write_time_ms,
+        "partition_path": s.partition_path,
+        "file_id": s.file_id,
+        "path": s.path,
+        "prev_commit": s.prev_commit,
+        "prev_base_file": s.prev_base_file,
+        "num_writes": s.num_writes,
+        "num_inserts": s.num_inserts,
+        "num_updates": s.num_updates,
+        "num_deletes": s.num_deletes,
+        "file_size": s.file_size,
+        "write_ms": s.total_write_time_ms,
     }
 
 
 _STATS_SCHEMA = pa.schema(
     [
-        ("partition_path", pa.string()), ("file_id", pa.string()), ("path", pa.string()),
-        ("prev_commit", pa.string()), ("prev_base_file", pa.string()),
-        ("num_writes", pa.int64()), ("num_inserts", pa.int64()), ("num_updates", pa.int64()),
-        ("num_deletes", pa.int64()), ("file_size", pa.int64()), ("write_ms", pa.int64()),
+        ("partition_path", pa.string()),
+        ("file_id", pa.string()),
+        ("path", pa.string()),
+        ("prev_commit", pa.string()),
+        ("prev_base_file", pa.string()),
+        ("num_writes", pa.int64()),
+        ("num_inserts", pa.int64()),
+        ("num_updates", pa.int64()),
+        ("num_deletes", pa.int64()),
+        ("file_size", pa.int64()),
+        ("write_ms", pa.int64()),
     ]
 )
 
@@ -69,10 +84,17 @@ def _stats_table(stats: Sequence[WriteStat]) -> pa.Table:
 def _stat_from_row(row: object) -> WriteStat:
     r = row.asDict()  # type: ignore[attr-defined]
     return WriteStat(
-        partition_path=r["partition_path"], file_id=r["file_id"], path=r["path"],
-        prev_commit=r["prev_commit"], prev_base_file=r["prev_base_file"],
-        num_writes=r["num_writes"], num_inserts=r["num_inserts"], num_updates=r["num_updates"],
-        num_deletes=r["num_deletes"], file_size=r["file_size"], total_write_time_ms=r["write_ms"],
+        partition_path=r["partition_path"],
+        file_id=r["file_id"],
+        path=r["path"],
+        prev_commit=r["prev_commit"],
+        prev_base_file=r["prev_base_file"],
+        num_writes=r["num_writes"],
+        num_inserts=r["num_inserts"],
+        num_updates=r["num_updates"],
+        num_deletes=r["num_deletes"],
+        file_size=r["file_size"],
+        total_write_time_ms=r["write_ms"],
     )
 
 
@@ -89,7 +111,7 @@ def arrow_schema_of(df: DataFrame) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC")
 
 
-def spark_schema_of(schema: pa.Schema):  # type: ignore[no-untyped-def]
+def spark_schema_of(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
@@ -107,8 +129,15 @@ class SparkWritePipeline:
     """Runs the data-parallel part of one write on Spark and returns the write statistics."""
 
     def __init__(
-        self, spark: SparkSession, layout: TableLayout, spec: WriteSpec, user_schema: pa.Schema,
-        *, record_size_estimate: int, small_file_limit: int, parallelism: int,
+        self,
+        spark: SparkSession,
+        layout: TableLayout,
+        spec: WriteSpec,
+        user_schema: pa.Schema,
+        *,
+        record_size_estimate: int,
+        small_file_limit: int,
+        parallelism: int,
     ) -> None:
         self.spark = spark
         self.layout = layout
@@ -217,12 +246,8 @@ class SparkWritePipeline:
         if use_small_files and self.small_file_limit > 0:
             for base in view.latest_base_files(counts):
                 if base.size < self.small_file_limit:
-                    small.setdefault(base.partition_path, []).append(
-                        SmallFile(base.file_id, base.path, base.size)
-                    )
-        return plan_inserts(
-            counts, small, record_size=self._record_size(view), max_file_size=self.spec.max_file_size
-        )
+                    small.setdefault(base.partition_path, []).append(SmallFile(base.file_id, base.path, base.size))
+        return plan_inserts(counts, small, record_size=self._record_size(view), max_file_size=self.spec.max_file_size)
 
     def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
         rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
@@ -236,9 +261,7 @@ class SparkWritePipeline:
             & (hashed[_HASH] < ranges["_b_high"])
         )
         joined = hashed.join(F.broadcast(ranges), cond, "inner")
-        return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(
-            _HASH, "_b_pp", "_b_fid", "_b_low", "_b_high"
-        )
+        return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(_HASH, "_b_pp", "_b_fid", "_b_low", "_b_high")
 
     # -- writing ------------------------------------------------------------------------
     def write_file_groups(self, rows: DataFrame, base_files: dict[tuple[str, str], str]) -> list[WriteStat]:
@@ -250,8 +273,12 @@ class SparkWritePipeline:
             partition = table.column(PARTITION_PATH)[0].as_py()
             file_id = table.column(FILE_ID_COLUMN)[0].as_py()
             stat = write_file_group(
-                spec, table, partition_path=partition, file_id=file_id,
-                base_file=base_files.get((partition, file_id)), token=token,
+                spec,
+                table,
+                partition_path=partition,
+                file_id=file_id,
+                base_file=base_files.get((partition, file_id)),
+                token=token,
                 task_partition=task_partition,
             )
             return _stats_table([stat])
@@ -295,6 +322,14 @@ def check_insert_duplicates(tagged: DataFrame, policy: str) -> DataFrame:
 
 
 __all__ = [
-    "FILE_ID_COLUMN", "META_COLUMNS", "OP_DELETE", "OP_UPSERT", "SparkWritePipeline",
-    "TableLayout", "arrow_schema_of", "check_insert_duplicates", "spark_schema_of", "upsert_rows",
+    "FILE_ID_COLUMN",
+    "META_COLUMNS",
+    "OP_DELETE",
+    "OP_UPSERT",
+    "SparkWritePipeline",
+    "TableLayout",
+    "arrow_schema_of",
+    "check_insert_duplicates",
+    "spark_schema_of",
+    "upsert_rows",
 ]

@@ -1,0 +1,5 @@
+"""``python -m tidemark``: the tidemark command line."""
+
+from tidemark.cli.main import main
+
+raise SystemExit(main())

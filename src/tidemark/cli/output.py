@@ -1,0 +1,114 @@
+"""Shared pieces of the CLI: consoles, the usage-error type, time and number formatting."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
+
+from tidemark.errors import TidemarkError
+from tidemark.timeline.instant_time import format_instant_time, parse_instant_time
+
+# Output that is not going to a terminal (a pipe, a file, a test's capture) is not wrapped
+# at rich's default 80 columns: a wide table is easier to read and grep than a folded one.
+_PIPE_WIDTH = 200
+
+
+PATH_HELP = "folder of the table (the one holding .hoodie/)"
+
+
+class CliUsageError(TidemarkError):
+    """The command line itself is wrong (a bad value for an option); exit code 2."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the hand-formatted description and epilog; wraps argument help to the terminal."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=30)
+
+    def _format_action(self, action: argparse.Action) -> str:
+        # List the subcommands themselves, without argparse's "{a,b,c}" / metavar line above them.
+        if isinstance(action, argparse._SubParsersAction):
+            return "".join(self._format_action(sub) for sub in action._get_subactions())
+        return super()._format_action(action)
+
+
+@dataclass
+class Ui:
+    """Where a command writes: ``out`` for results, ``err`` for errors and warnings."""
+
+    out: Console
+    err: Console
+
+    @property
+    def check(self) -> str:
+        """A check mark, or a plain one if the output encoding cannot show it."""
+        return "✓" if (self.out.encoding or "").lower().startswith("utf") else "+"
+
+
+def make_console(stream: Any) -> Console:
+    """A console on ``stream`` (looked up now, so pytest's capture is honoured)."""
+    is_tty = bool(getattr(stream, "isatty", lambda: False)())
+    width = None if is_tty or os.environ.get("COLUMNS") else _PIPE_WIDTH
+    return Console(file=stream, width=width, highlight=False, soft_wrap=False)
+
+
+def fits(console: Console, renderable: RenderableType) -> bool:
+    """Whether ``renderable`` can be drawn at its natural width on ``console``."""
+    unbounded = console.options.update(max_width=1_000_000)
+    return Measurement.get(console, unbounded, renderable).maximum <= console.width
+
+
+def make_ui() -> Ui:
+    return Ui(out=make_console(sys.stdout), err=make_console(sys.stderr))
+
+
+def readable_time(instant_time: str | None, *, date: bool = True) -> str:
+    """``20261122035133493`` -> ``2026-11-22 03:51:33.493`` (UTC); ``""`` for None."""
+    if not instant_time:
+        return ""
+    try:
+        moment = parse_instant_time(instant_time)
+    except ValueError:
+        return instant_time
+    text = moment.strftime("%Y-%m-%d %H:%M:%S" if date else "%H:%M:%S")
+    return f"{text}.{moment.microsecond // 1000:03d}"
+
+
+def instant_time_arg(value: str, what: str) -> str:
+    """An instant time from the command line: 17 (or 14) digits, or an ISO date-time.
+
+    ``2026-11-22T03:51:33``, ``2026-11-22 03:51:33.493`` and ``2026-11-22`` are read as
+    UTC unless they carry an offset; the result is the 17-digit form.
+    """
+    text = value.strip()
+    if text.isdigit():
+        try:
+            parse_instant_time(text)
+        except ValueError as exc:
+            raise CliUsageError(f"{what}: {exc}") from None
+        return text
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliUsageError(
+            f"{what}: {value!r} is neither an instant time (17 digits, yyyyMMddHHmmssSSS) "
+            "nor an ISO date-time such as 2026-11-22T03:51:33"
+        ) from None
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return format_instant_time(moment)
+
+
+def count(value: int) -> str:
+    return f"{value:,}"
+
+
+def seconds(value: float) -> str:
+    return f"{value:.1f}s"

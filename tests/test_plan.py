@@ -1,0 +1,39 @@
+"""File sizing: inserts top up small files first, then fill new file groups."""
+
+from __future__ import annotations
+
+from tidemark.write.plan import SmallFile, plan_inserts
+
+MB = 1024 * 1024
+
+
+def test_inserts_fill_small_files_before_new_groups() -> None:
+    small = {"p": [SmallFile("small-0", "p/small.parquet", 10 * MB)]}
+    buckets = plan_inserts({"p": 150_000}, small, record_size=1024, max_file_size=120 * MB)
+    assert buckets[0].file_id == "small-0"
+    assert buckets[0].records == (110 * MB) // 1024
+    assert sum(b.records for b in buckets) == 150_000
+    assert all(b.base_file is None for b in buckets[1:])
+
+
+def test_buckets_cover_the_hash_space_in_order() -> None:
+    buckets = plan_inserts({"a": 1000, "b": 10}, {}, record_size=100, max_file_size=30_000)
+    for partition in ("a", "b"):
+        mine = [b for b in buckets if b.partition_path == partition]
+        assert mine[0].low == 0.0
+        assert mine[-1].high == 1.0
+        for left, right in zip(mine, mine[1:], strict=False):
+            assert left.high == right.low
+    a = [b for b in buckets if b.partition_path == "a"]
+    assert len(a) == 4  # 300 records per file of 30 kB
+    assert max(b.records for b in a) - min(b.records for b in a) <= 1
+
+
+def test_full_small_files_take_nothing() -> None:
+    small = {"p": [SmallFile("full-0", "p/full.parquet", 120 * MB)]}
+    buckets = plan_inserts({"p": 5}, small, record_size=1024, max_file_size=120 * MB)
+    assert [b.base_file for b in buckets] == [None]
+
+
+def test_no_inserts_no_buckets() -> None:
+    assert plan_inserts({"p": 0}, {}, record_size=1, max_file_size=10) == []

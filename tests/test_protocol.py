@@ -1,0 +1,200 @@
+"""The commit protocol without Spark: visibility, partial files, crashes, rollback."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tidemark import CommitError, Table
+from tidemark.config import resolve_write_config
+from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
+from tidemark.fsview import FileSystemView
+from tidemark.storage import LocalStorage
+from tidemark.timeline import Action, State, Timeline
+from tidemark.write.commit import CommitProtocol
+from tidemark.write.file_group import OP_COLUMN, WriteSpec, write_file_group
+from tidemark.write.markers import IOType, create_marker, marked_data_files
+
+USER = pa.schema([("id", pa.int64()), ("v", pa.string())])
+
+
+def _spec(base: str, instant: str) -> WriteSpec:
+    schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(USER))
+    return WriteSpec(base, instant, schema, (), "snappy", 120 * 1024 * 1024)
+
+
+def _batch(ids: list[int], v: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "v": [v] * len(ids),
+            RECORD_KEY: [str(i) for i in ids],
+            PARTITION_PATH: [""] * len(ids),
+            OP_COLUMN: ["U"] * len(ids),
+        }
+    )
+
+
+def _visible_rows(storage: LocalStorage) -> list[tuple[int, str]]:
+    view = FileSystemView(storage, Timeline.load(storage))
+    rows = []
+    for base in view.latest_base_files():
+        rows += [(r["id"], r["v"]) for r in pq.read_table(storage.full_path(base.path)).to_pylist()]
+    return sorted(rows)
+
+
+def _commit(storage: LocalStorage, ids: list[int], v: str, file_id: str = "fg-0", base: str | None = None):
+    protocol = CommitProtocol(storage, resolve_write_config({}))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    protocol.inflight(pending)
+    stat = write_file_group(
+        _spec(storage.base_path, pending.instant_time),
+        _batch(ids, v),
+        partition_path="",
+        file_id=file_id,
+        base_file=base,
+        token="0-0-0",
+        task_partition=0,
+    )
+    return protocol.complete(pending, [stat], schema_json=None), stat
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> LocalStorage:
+    Table.create(str(tmp_path / "t"), spark=None, record_key="id")
+    return LocalStorage(str(tmp_path / "t"))
+
+
+def test_completed_write_is_visible_and_untouched_rows_keep_their_commit_time(storage: LocalStorage) -> None:
+    first, stat = _commit(storage, [1, 2, 3], "a")
+    second, _ = _commit(storage, [2], "b", base=stat.path)
+    assert _visible_rows(storage) == [(1, "a"), (2, "b"), (3, "a")]
+    view = FileSystemView(storage, Timeline.load(storage))
+    [latest] = view.latest_base_files()
+    times = {r["id"]: r["_hoodie_commit_time"] for r in pq.read_table(storage.full_path(latest.path)).to_pylist()}
+    assert times == {1: first.requested_time, 2: second.requested_time, 3: first.requested_time}
+    assert second.completion_time > second.requested_time > first.completion_time
+
+
+def test_files_of_a_pending_write_are_invisible(storage: LocalStorage) -> None:
+    _commit(storage, [1], "a")
+    protocol = CommitProtocol(storage, resolve_write_config({}))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    write_file_group(
+        _spec(storage.base_path, pending.instant_time),
+        _batch([9], "pending"),
+        partition_path="",
+        file_id="other-0",
+        base_file=None,
+        token="0-0-0",
+        task_partition=0,
+    )
+    assert _visible_rows(storage) == [(1, "a")]
+
+
+def test_commit_deletes_partial_files_of_failed_task_attempts(storage: LocalStorage) -> None:
+    protocol = CommitProtocol(storage, resolve_write_config({}))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    spec = _spec(storage.base_path, pending.instant_time)
+    # attempt 0 dies after writing; attempt 1 of the same task succeeds with another token
+    failed = write_file_group(
+        spec, _batch([1], "a"), partition_path="", file_id="fg-0", base_file=None, token="0-0-0", task_partition=0
+    )
+    good = write_file_group(
+        spec, _batch([1], "a"), partition_path="", file_id="fg-0", base_file=None, token="0-0-1", task_partition=0
+    )
+    protocol.complete(pending, [good], schema_json=None)
+    assert not storage.exists(failed.path)
+    assert storage.exists(good.path)
+    assert marked_data_files(storage, pending.instant_time) == []
+    assert _visible_rows(storage) == [(1, "a")]
+
+
+def test_a_failing_commit_rolls_back_and_leaves_nothing(storage: LocalStorage) -> None:
+    protocol = CommitProtocol(storage, resolve_write_config({}))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    create_marker(storage, pending.instant_time, "ghost.parquet", IOType.CREATE)
+    ghost = write_file_group(
+        _spec(storage.base_path, pending.instant_time),
+        _batch([5], "x"),
+        partition_path="",
+        file_id="g-0",
+        base_file=None,
+        token="0-0-0",
+        task_partition=0,
+    )
+    storage.delete(ghost.path)  # a reported file that vanished: the commit must refuse
+    with pytest.raises(CommitError):
+        protocol.complete(pending, [ghost], schema_json=None)
+    timeline = Timeline.load(storage)
+    assert not timeline.completed_data_instants
+    assert [i.action for i in timeline.completed] == [Action.ROLLBACK]
+    assert _visible_rows(storage) == []
+
+
+CHILD = textwrap.dedent(
+    """
+    import sys, time, pathlib
+    sys.path.insert(0, {tests!r})
+    from test_protocol import _spec, _batch
+    from tidemark.config import resolve_write_config
+    from tidemark.storage import LocalStorage
+    from tidemark.timeline import Action
+    from tidemark.write.commit import CommitProtocol
+    from tidemark.write.file_group import write_file_group
+    storage = LocalStorage({base!r})
+    protocol = CommitProtocol(storage, resolve_write_config({{}}))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    protocol.inflight(pending)
+    write_file_group(_spec(storage.base_path, pending.instant_time), _batch([1, 2], "doomed"),
+                     partition_path="", file_id="fg-0", base_file={base_file!r}, token="0-0-0",
+                     task_partition=0)
+    pathlib.Path({barrier!r}).write_text(pending.instant_time)
+    time.sleep(600)
+    """
+)
+
+
+def test_a_killed_writer_stays_invisible_and_the_next_write_rolls_it_back(
+    storage: LocalStorage, tmp_path: Path
+) -> None:
+    _, stat = _commit(storage, [1], "a")
+    barrier = tmp_path / "written"
+    code = CHILD.format(
+        tests=str(Path(__file__).parent), base=storage.base_path, base_file=stat.path, barrier=str(barrier)
+    )
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 60
+        while not barrier.exists():
+            assert child.poll() is None, "writer exited early"
+            assert time.monotonic() < deadline, "writer never reached the barrier"
+            time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    finally:
+        if child.poll() is None:
+            child.kill()
+    doomed = barrier.read_text()
+    timeline = Timeline.load(storage)
+    assert timeline.get(doomed).state is State.INFLIGHT
+    assert _visible_rows(storage) == [(1, "a")]  # the dead write's file is there but invisible
+    assert marked_data_files(storage, doomed)
+
+    _commit(storage, [3], "c", base=stat.path)  # EAGER policy: the next write rolls it back
+
+    timeline = Timeline.load(storage)
+    assert all(i.requested_time != doomed for i in timeline)
+    rollbacks = timeline.filter(actions=[Action.ROLLBACK], states=[State.COMPLETED])
+    assert len(rollbacks) == 1
+    assert not any(doomed in info.name for info in storage.walk_files(""))
+    assert _visible_rows(storage) == [(1, "a"), (3, "c")]
