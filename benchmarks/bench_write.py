@@ -27,6 +27,8 @@ time the driver spent outside any Spark job.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -36,9 +38,11 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -66,6 +70,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="leave out the extra diagnostic run (upsert with hoodie.upsert.shuffle.parallelism)")
     p.add_argument("--driver-memory", default="6g")
     p.add_argument("--shuffle-partitions", type=int, default=8)
+    p.add_argument("--tidemark-ref", metavar="GIT_REF",
+                   help="benchmark this commit of tidemark (a `git archive` of its src/ put first on the "
+                        "driver's and the workers' PYTHONPATH) instead of the installed working tree")
     p.add_argument("--out", help="write the results as a Markdown fragment here")
     p.add_argument("--json", help="write every measurement as JSON here")
     args = p.parse_args(argv)
@@ -77,6 +84,42 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.ordering_field.lower() == "none":
         args.ordering_field = None
     return args
+
+
+# -- which tidemark ---------------------------------------------------------------------------
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", REPO, *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def pin_tidemark(ref: str, dest: str) -> str:
+    """Make ``import tidemark`` (driver and Spark workers) load ``ref``'s src/; returns the commit."""
+    if "tidemark" in sys.modules:
+        raise RuntimeError("pin_tidemark must run before tidemark is imported")
+    sha = _git("rev-parse", "--verify", f"{ref}^{{commit}}")
+    data = subprocess.run(["git", "-C", REPO, "archive", "--format=tar", sha, "src"],
+                          capture_output=True, check=True).stdout
+    os.makedirs(dest, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        tar.extractall(dest, filter="data")
+    src = os.path.join(dest, "src")
+    sys.path.insert(0, src)
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = src + (os.pathsep + old if old else "")
+    return sha
+
+
+def tidemark_source(pinned: str | None) -> str:
+    import tidemark
+
+    where = os.path.dirname(os.path.dirname(os.path.abspath(tidemark.__file__)))
+    if pinned:
+        return f"commit {pinned[:10]} (git archive of src/, imported from {where})"
+    try:
+        head = _git("rev-parse", "--short=10", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "src")
+    except Exception:  # noqa: BLE001
+        return f"imported from {where}"
+    return f"working tree at {head}{' with uncommitted changes in src/' if dirty else ''} ({where})"
 
 
 # -- the machine ---------------------------------------------------------------------------
@@ -106,11 +149,6 @@ def machine_info() -> dict[str, Any]:
         java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     except Exception:  # noqa: BLE001
         java = "?"
-    try:
-        commit = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-    except Exception:  # noqa: BLE001
-        commit = "?"
     return {
         "nproc": os.cpu_count(),
         "memory_gib": round(mem_kib / 1024 / 1024, 1),
@@ -124,7 +162,6 @@ def machine_info() -> dict[str, Any]:
         "numpy": _version("numpy"),
         "pandas": _version("pandas"),
         "tidemark": _version("tidemark"),
-        "tidemark_commit": commit,
     }
 
 
@@ -190,11 +227,8 @@ def make_batches(n: int, batch_rows: int, rows_per_file: int) -> list[Batch]:
 
     half = batch_rows // 2
     new = np.arange(n, n + (batch_rows - half), dtype=np.int64)
-    # Spread updates: i * m mod n with m coprime to n is a permutation of [0, n).
-    m = 1_000_003
-    while math.gcd(m, n) != 1:
-        m += 2
-    spread = (np.arange(half, dtype=np.int64) * m + 17) % n
+    # Spread updates: distinct keys drawn uniformly from [0, n) (fixed seed), so every file is hit.
+    spread = np.sort(np.random.default_rng(20240101).choice(n, size=half, replace=False)).astype(np.int64)
     # Narrow updates: one contiguous range inside the middle input partition (= one base file).
     files = math.ceil(n / rows_per_file)
     start = (files // 2) * rows_per_file + rows_per_file // 10
@@ -205,9 +239,8 @@ def make_batches(n: int, batch_rows: int, rows_per_file: int) -> list[Batch]:
 
 
 def spark_batch(spark, batch: Batch):  # type: ignore[no-untyped-def]
-    import pyarrow as pa
-
     import numpy as np
+    import pyarrow as pa
 
     ids = pa.table({"id": pa.array(np.concatenate([batch.update_ids, batch.insert_ids]), pa.int64())})
     df = spark_rows(spark.createDataFrame(ids), 1)
@@ -316,17 +349,26 @@ def summary_delta(path: str) -> tuple[int, float, int]:
 
 
 def tidemark_write_stats(table, instant_time: str) -> dict[str, Any]:  # type: ignore[no-untyped-def]
-    """What the commit metadata says about a tidemark write: files, writing tasks, task-side time."""
+    """What the commit metadata says about a tidemark write: files, writing tasks, task-side time.
+
+    The per-file write time is read from the raw Avro (``runtimeStats``): tidemark's
+    ``WriteStat.from_avro`` does not read it back.
+    """
+    from tidemark.format.commit_metadata import read_avro
+    from tidemark.format.names import TIMELINE_DIR
     from tidemark.timeline import Timeline
 
     timeline = Timeline.load(table.storage)
-    stats = timeline.commit_metadata(timeline.get(instant_time)).write_stats
-    tokens = {s.path.rsplit("/", 1)[-1].split("_")[1] for s in stats}
-    ms = [s.total_write_time_ms for s in stats]
+    instant = timeline.get(instant_time)
+    record = read_avro(table.storage.read_bytes(f"{TIMELINE_DIR}/{instant.file_name}"))
+    stats = [s for group in record["partitionToWriteStats"].values() for s in group]
+    tokens = {s["path"].rsplit("/", 1)[-1].split("_")[1] for s in stats}
+    ms = [sum((s.get("runtimeStats") or {}).get(k) or 0 for k in ("totalCreateTime", "totalUpsertTime"))
+          for s in stats]
     return {
         "files": len(stats),
         "writing_tasks": len(tokens),
-        "rows_written": sum(s.num_writes for s in stats),
+        "rows_written": sum(s["numWrites"] for s in stats),
         "file_group_ms_sum": sum(ms),
         "file_group_ms_max": max(ms) if ms else 0,
     }
@@ -394,17 +436,17 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
     create = dict(record_key="id", ordering_field=args.ordering_field)
     measure = rec.measure if timed else (lambda n_, r_, b_, e_, fn: (fn(), None))
 
+    def tm_bulk(path: str) -> Any:
+        table = tidemark.Table.create(path, spark=spark, options=options, **create)
+        return table, table.bulk_insert(source)
+
     for rep in range(args.repeat):
         d = os.path.join(root, f"n{n}", f"rep{rep}")
         os.makedirs(d)
         tm_base, raw_base = os.path.join(d, "tm_base"), os.path.join(d, "raw_base")
 
         # 1. bulk insert vs raw parquet write (alternate which goes first).
-        def tm_bulk() -> Any:
-            table = tidemark.Table.create(tm_base, spark=spark, options=options, **create)
-            return table, table.bulk_insert(source)
-
-        steps = [("tidemark", tm_bulk), ("raw", lambda: source.write.parquet(raw_base))]
+        steps = [("tidemark", partial(tm_bulk, tm_base)), ("raw", partial(source.write.parquet, raw_base))]
         for engine, fn in steps if rep % 2 == 0 else steps[::-1]:
             value, m = measure(n, rep, "bulk", engine, fn)
             if engine == "tidemark" and m is not None:
@@ -424,8 +466,8 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
             tm_path, raw_out = os.path.join(d, f"tm_{b.kind}"), os.path.join(d, f"raw_{b.kind}")
             shutil.copytree(tm_base, tm_path)
             table = tidemark.Table.open(tm_path, spark=spark)
-            steps = [("tidemark", lambda: table.upsert(batch_df)),
-                     ("raw", lambda: raw_rewrite(spark, raw_base, batch_df, raw_out))]
+            steps = [("tidemark", partial(table.upsert, batch_df)),
+                     ("raw", partial(raw_rewrite, spark, raw_base, batch_df, raw_out))]
             for engine, fn in steps if rep % 2 == 0 else steps[::-1]:
                 value, m = measure(n, rep, b.kind, engine, fn)
                 if engine == "tidemark" and m is not None:
@@ -445,7 +487,7 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
                 par = {"hoodie.upsert.shuffle.parallelism": str(args.shuffle_partitions)}
                 diag = tidemark.Table.open(diag_path, spark=spark, options=par)
                 value, m = measure(n, rep, b.kind, f"tidemark-par{args.shuffle_partitions}",
-                                   lambda: diag.upsert(batch_df))
+                                   partial(diag.upsert, batch_df))
                 m.extra = {"bytes": value.bytes_written, "files": value.num_files,
                            **tidemark_write_stats(diag, value.instant_time)}
                 if rep == 0:
@@ -456,8 +498,8 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
         # 4. delta-rs: the same rows, the same batches, merged.
         if arrow_source is not None and arrow_batches is not None:
             delta_base = os.path.join(d, "delta_base")
-            _, m = measure(n, rep, "bulk", "delta-rs", lambda: delta_write(delta_base, arrow_source,
-                                                                           args.rows_per_file))
+            _, m = measure(n, rep, "bulk", "delta-rs",
+                           partial(delta_write, delta_base, arrow_source, args.rows_per_file))
             if m is not None:
                 m.extra = {"bytes": du(delta_base), "files": files}
             variants: list[tuple[str, dict[str, Any]]] = [("delta-rs", {})]
@@ -468,7 +510,7 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
                     path = os.path.join(d, f"delta_{b.kind}_{engine}")
                     shutil.copytree(delta_base, path)
                     metrics, m = measure(n, rep, b.kind, engine,
-                                         lambda p=path, o=opts: delta_merge(p, arrow_batches[b.kind], **o))
+                                         partial(delta_merge, path, arrow_batches[b.kind], **opts))
                     if m is not None:
                         keep = ("num_target_files_added", "num_target_files_removed", "num_target_rows_updated",
                                 "num_target_rows_inserted", "num_target_rows_copied", "scan_time_ms",
@@ -495,44 +537,44 @@ def read_event_log(event_dir: str) -> list[dict[str, Any]]:
             for line in f:
                 line = line.strip()
                 if line:
-                    try:
+                    with contextlib.suppress(json.JSONDecodeError):
                         events.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        pass
     return events
 
 
-def jobs_by_label(events: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def parse_event_log(events: list[dict[str, Any]]) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+    """Spark jobs (with their stages' task counts and run time) and SQL executions."""
     jobs: dict[int, dict[str, Any]] = {}
+    execs: dict[int, dict[str, Any]] = {}
     stages: dict[int, dict[str, Any]] = {}
     for ev in events:
-        kind = ev.get("Event")
+        kind = ev.get("Event", "")
         if kind == "SparkListenerJobStart":
             props = ev.get("Properties") or {}
+            ex = props.get("spark.sql.execution.id")
             jobs[ev["Job ID"]] = {
                 "job": ev["Job ID"], "label": props.get(LABEL_PROP, "untimed"),
+                "exec": int(ex) if ex not in (None, "") else None,
                 "callsite": props.get("callSite.short") or (ev["Stage Infos"][-1]["Stage Name"]
                                                            if ev.get("Stage Infos") else "?"),
-                "start": ev["Submission Time"], "end": None, "stages": ev.get("Stage IDs", []),
+                "start": ev["Submission Time"], "end": ev["Submission Time"], "stages": ev.get("Stage IDs", []),
             }
         elif kind == "SparkListenerJobEnd" and ev["Job ID"] in jobs:
             jobs[ev["Job ID"]]["end"] = ev["Completion Time"]
-        elif kind == "SparkListenerStageCompleted":
-            info = ev["Stage Info"]
-            st = stages.setdefault(info["Stage ID"], {"tasks": 0, "task_ms": 0, "name": info["Stage Name"]})
-            st["name"] = info["Stage Name"]
         elif kind == "SparkListenerTaskEnd":
-            st = stages.setdefault(ev["Stage ID"], {"tasks": 0, "task_ms": 0, "name": "?"})
+            st = stages.setdefault(ev["Stage ID"], {"tasks": 0, "task_ms": 0})
             st["tasks"] += 1
             st["task_ms"] += (ev.get("Task Metrics") or {}).get("Executor Run Time", 0)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for job in sorted(jobs.values(), key=lambda j: j["job"]):
+        elif kind.endswith("SparkListenerSQLExecutionStart"):
+            execs[ev["executionId"]] = {"exec": ev["executionId"], "what": ev.get("description", "?"),
+                                        "start": ev["time"], "end": ev["time"]}
+        elif kind.endswith("SparkListenerSQLExecutionEnd") and ev["executionId"] in execs:
+            execs[ev["executionId"]]["end"] = ev["time"]
+    for job in jobs.values():
         ran = [stages[s] for s in job["stages"] if s in stages]
-        job["tasks"] = sum(s["tasks"] for s in ran)
-        job["task_ms"] = sum(s["task_ms"] for s in ran)
         job["stage_tasks"] = [s["tasks"] for s in ran]
-        out.setdefault(job["label"], []).append(job)
-    return out
+        job["task_ms"] = sum(s["task_ms"] for s in ran)
+    return jobs, execs
 
 
 def _short_callsite(callsite: str) -> str:
@@ -541,29 +583,43 @@ def _short_callsite(callsite: str) -> str:
     return f"{what} at {os.path.basename(where)}" if where else callsite
 
 
-def breakdown(m: Measurement, jobs: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = []
-    intervals = []
-    for j in jobs:
-        end = j["end"] or j["start"]
-        rows.append({"job": j["job"], "what": _short_callsite(j["callsite"]),
-                     "wall_s": (end - j["start"]) / 1000, "tasks": j["tasks"],
-                     "stage_tasks": j["stage_tasks"], "task_s": j["task_ms"] / 1000,
-                     "offset_s": (j["start"] - m.start_ms) / 1000})
-        intervals.append((max(j["start"], m.start_ms), min(end, m.end_ms)))
+def breakdown(m: Measurement, jobs: dict[int, dict[str, Any]], execs: dict[int, dict[str, Any]]) -> dict[str, Any]:
+    """The step as a list of Spark SQL queries (and jobs outside any query), in order.
+
+    A query's wall time runs from its start (planning included) to its end; the
+    time of the step covered by no query or job is driver-only time (Python, py4j,
+    DataFrame analysis, file listing, the commit protocol).
+    """
+    lo, hi = m.start_ms, m.end_ms
+    items: list[dict[str, Any]] = []
+    for ex in execs.values():
+        if lo <= ex["start"] <= hi:
+            mine = sorted((j for j in jobs.values() if j["exec"] == ex["exec"]), key=lambda j: j["job"])
+            items.append({"start": ex["start"], "end": max([ex["end"]] + [j["end"] for j in mine]),
+                          "what": _short_callsite(ex["what"]), "jobs": len(mine),
+                          "stage_tasks": [t for j in mine for t in j["stage_tasks"]],
+                          "task_ms": sum(j["task_ms"] for j in mine)})
+    for j in jobs.values():
+        if j["exec"] is None and j["label"] == m.label:
+            items.append({"start": j["start"], "end": j["end"], "what": _short_callsite(j["callsite"]) + " (job)",
+                          "jobs": 1, "stage_tasks": j["stage_tasks"], "task_ms": j["task_ms"]})
+    items.sort(key=lambda i: i["start"])
     covered = 0
     cur_s = cur_e = None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
+    for it in items:
+        s_, e_ = max(it["start"], lo), min(it["end"], hi)
+        if cur_e is None or s_ > cur_e:
+            if cur_s is not None:
                 covered += cur_e - cur_s
-            cur_s, cur_e = s, e
+            cur_s, cur_e = s_, e_
         else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
+            cur_e = max(cur_e, e_)
+    if cur_s is not None:
         covered += cur_e - cur_s
-    return {"total_s": m.seconds, "in_jobs_s": covered / 1000,
-            "driver_only_s": m.seconds - covered / 1000, "jobs": rows}
+    rows = [{"what": it["what"], "offset_s": (it["start"] - lo) / 1000, "wall_s": (it["end"] - it["start"]) / 1000,
+             "jobs": it["jobs"], "stage_tasks": it["stage_tasks"], "task_s": it["task_ms"] / 1000} for it in items]
+    return {"total_s": m.seconds, "in_spark_s": covered / 1000, "driver_only_s": m.seconds - covered / 1000,
+            "queries": rows}
 
 
 # -- reporting ----------------------------------------------------------------------------------
@@ -588,7 +644,8 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
     add(f"Machine: {info['nproc']} cores ({info['cpu']}), {info['memory_gib']} GiB RAM, {info['os']}  ")
     add(f"Versions: Python {info['python']}, {info['java']}, pyspark {info['pyspark']}, "
         f"pyarrow {info['pyarrow']}, deltalake {info['deltalake']}, numpy {info['numpy']}, "
-        f"pandas {info['pandas']}, tidemark {info['tidemark']} (commit {info['tidemark_commit']})  ")
+        f"pandas {info['pandas']}  ")
+    add(f"tidemark {info['tidemark']}: {info['tidemark_source']}  ")
     add(f"Settings: local[2], spark.sql.shuffle.partitions={args.shuffle_partitions}, driver memory "
         f"{args.driver_memory}, AQE on (Spark default); batch {args.batch_rows:,} rows "
         f"({args.batch_rows // 2:,} updates + {args.batch_rows - args.batch_rows // 2:,} new keys); "
@@ -670,22 +727,24 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
     if splits:
         add("### Where the time goes (largest N, last run; from the Spark event log)")
         add("")
-        add("`offset` is when the job started after the step began; `tasks` are per stage that ran; "
-            "`task s` is the summed executor run time of its tasks (2 cores: up to 2× wall).")
+        add("One row per Spark SQL query (or Spark job outside a query) the step ran, in order. `offset`: "
+            "when it started after the step began; `wall`: its duration, planning included; `tasks`: tasks "
+            "per stage that ran; `task s`: summed executor run time of its tasks (2 cores, so up to 2× wall). "
+            "*Driver only* is the part of the step during which no query or job ran.")
         for label, sp in splits.items():
             bench, engine, n, rep = label.split("|")
             add("")
-            add(f"**{bench} / {engine}**, N={int(n):,}: total {sp['total_s']:.1f} s, in Spark jobs "
-                f"{sp['in_jobs_s']:.1f} s, driver only (outside any job) {sp['driver_only_s']:.1f} s"
-                + (f"; file-group writes in tasks: {sp['file_group_ms_sum'] / 1000:.1f} s summed, "
+            add(f"**{bench} / {engine}**, N={int(n):,}: total {sp['total_s']:.1f} s, in Spark queries/jobs "
+                f"{sp['in_spark_s']:.1f} s, driver only {sp['driver_only_s']:.1f} s"
+                + (f"; file-group writes inside tasks: {sp['file_group_ms_sum'] / 1000:.1f} s summed, "
                    f"{sp['file_group_ms_max'] / 1000:.1f} s the longest"
                    if "file_group_ms_sum" in sp else ""))
             add("")
-            add("| job | offset s | wall s | tasks per stage | task s | call site |")
+            add("| offset s | wall s | jobs | tasks per stage | task s | query |")
             add("|---:|---:|---:|---|---:|---|")
-            for j in sp["jobs"]:
-                add(f"| {j['job']} | {j['offset_s']:.1f} | {j['wall_s']:.1f} | "
-                    f"{'+'.join(str(t) for t in j['stage_tasks']) or '0'} | {j['task_s']:.1f} | {j['what']} |")
+            for q in sp["queries"]:
+                add(f"| {q['offset_s']:.1f} | {q['wall_s']:.1f} | {q['jobs']} | "
+                    f"{'+'.join(str(t) for t in q['stage_tasks']) or '–'} | {q['task_s']:.1f} | {q['what']} |")
         add("")
     return "\n".join(lines)
 
@@ -694,15 +753,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     command = " ".join([".venv/bin/python", os.path.relpath(os.path.abspath(__file__), REPO),
                         *map(shlex.quote, sys.argv[1:] if argv is None else argv)])
-    info = machine_info()
-    print(json.dumps(info, indent=1), flush=True)
     started = time.time()
     root = os.path.join(args.work_dir, time.strftime("run-%Y%m%d-%H%M%S"))
     event_dir = os.path.join(root, "eventlog")
     os.makedirs(root)
+    pinned = pin_tidemark(args.tidemark_ref, os.path.join(root, "tidemark")) if args.tidemark_ref else None
+    info = machine_info()
+    info["tidemark_source"] = tidemark_source(pinned)
     spark = start_spark(args, event_dir)
     rec = Recorder(spark)
     try:
+        import tidemark
+
+        worker = spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("tidemark").__file__).collect()[0]
+        if os.path.abspath(worker) != os.path.abspath(tidemark.__file__):
+            raise RuntimeError(f"Spark workers import tidemark from {worker}, the driver from {tidemark.__file__}")
+        print(json.dumps(info, indent=1), flush=True)
         print("warm-up (untimed) ...", flush=True)
         warm = argparse.Namespace(**{**vars(args), "repeat": 1, "batch_rows": 2_000, "rows_per_file": 10_000})
         run_size(spark, warm, rec, 20_000, os.path.join(root, "warmup"), timed=False)
@@ -716,13 +782,12 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(os.path.join(root, "warmup"), ignore_errors=True)
     wall = time.time() - started
 
-    jobs = jobs_by_label(read_event_log(event_dir))
+    jobs, execs = parse_event_log(read_event_log(event_dir))
     splits: dict[str, dict[str, Any]] = {}
     n, last = max(args.rows), args.repeat - 1
     for m in rec.results:
-        if m.n == n and m.rep == last and m.engine in ("tidemark", "raw", f"tidemark-par{args.shuffle_partitions}") and \
-                not m.engine.startswith("delta"):
-            sp = breakdown(m, jobs.get(m.label, []))
+        if m.n == n and m.rep == last and m.engine in ("tidemark", "raw", f"tidemark-par{args.shuffle_partitions}"):
+            sp = breakdown(m, jobs, execs)
             sp.update({k: v for k, v in m.extra.items() if k.startswith("file_group_ms")})
             splits[m.label] = sp
     text = report(args, info, command, rec.results, splits, wall)
@@ -739,10 +804,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kept {root}")
     else:
         shutil.rmtree(root, ignore_errors=True)
-        try:
+        with contextlib.suppress(OSError):
             os.rmdir(args.work_dir)
-        except OSError:
-            pass
     return 0
 
 

@@ -22,6 +22,11 @@ if ! command -v java >/dev/null 2>&1; then
   apt_install openjdk-17-jre-headless
 fi
 
+if [ "${TIDEMARK_SERVICES:-1}" = "1" ]; then
+  # ZooKeeper for the multi-writer tests and lock provider (Debian package; started by the tests).
+  bash scripts/install-services.sh
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   log "creating virtual environment .venv"

@@ -12,6 +12,19 @@ import pytest
 
 
 @pytest.fixture(scope="session")
+def zookeeper_server() -> Iterator[Any]:
+    """A real ZooKeeper server on 127.0.0.1 for the whole run (see tests/zookeeper.py)."""
+    from zookeeper import ZooKeeperServer
+
+    server = ZooKeeperServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

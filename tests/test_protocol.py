@@ -54,6 +54,7 @@ def _visible_rows(storage: LocalStorage) -> list[tuple[int, str]]:
 
 def _commit(storage: LocalStorage, ids: list[int], v: str, file_id: str = "fg-0", base: str | None = None):
     protocol = CommitProtocol(storage, resolve_write_config({}))
+    protocol.prepare_for_write()
     pending = protocol.start("UPSERT", Action.COMMIT)
     protocol.inflight(pending)
     stat = write_file_group(

@@ -13,8 +13,10 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
+    ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
-        └── WriteConflictError      another writer committed to the same file groups first
+        ├── WriteConflictError      another writer committed to the same file groups first
+        └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
 can branch on them without parsing messages.
@@ -112,6 +114,21 @@ class InstantNotFoundError(TidemarkError):
         self.instant_time = instant_time
 
 
+class LockTimeoutError(TidemarkError):
+    """The table lock could not be acquired within the configured waits."""
+
+    def __init__(self, *, provider: str, holder: str | None, waited_ms: int, purpose: str) -> None:
+        who = f"held by {holder}" if holder else "holder unknown"
+        super().__init__(
+            f"could not acquire the {provider} table lock to {purpose} within {waited_ms} ms ({who}). "
+            "If the holder is dead its lock expires by itself; otherwise raise "
+            "hoodie.write.lock.wait_time_ms / hoodie.write.lock.num_retries."
+        )
+        self.provider = provider
+        self.holder = holder
+        self.waited_ms = waited_ms
+
+
 class CommitError(TidemarkError):
     """The write could not be committed. Its files were rolled back; nothing became visible."""
 
@@ -139,3 +156,13 @@ class WriteConflictError(CommitError):
         )
         self.conflicting_instant = conflicting_instant
         self.file_groups = list(file_groups)
+
+
+class HeartbeatExpiredError(CommitError):
+    """This writer's heartbeat expired before it committed; it aborted rather than race a cleaner."""
+
+    def __init__(self, instant_time: str, detail: str) -> None:
+        super().__init__(
+            f"write {instant_time} aborted: {detail}. Another writer may roll it back; retry the write.",
+            instant_time=instant_time,
+        )

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
-from tidemark.errors import ConfigError, InvalidInputError, TableExistsError, TableNotFoundError
+from tidemark.errors import ConfigError, TableExistsError, TableNotFoundError
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
@@ -33,7 +33,7 @@ from tidemark.storage import LocalStorage, Storage
 from tidemark.timeline import Instant, Timeline
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,7 @@ class CommitResult:
     partitions: tuple[str, ...]
     num_files: int
     bytes_written: int
+    attempts: int = 1  # > 1 when the write was retried after a conflict
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,7 @@ class Table:
         self.spark = spark
         self.write_config = write_config
         self._schema: pa.Schema | None = None
+        self._commit_protocol: Any = None
         if spark is not None:
             from tidemark.engines.spark.datasource import register
 
@@ -212,15 +214,48 @@ class Table:
         return Timeline.load(self.storage).instants
 
     # -- writes -------------------------------------------------------------------------
-    def _write(self, operation: str, df: DataFrame) -> CommitResult:
-        from tidemark.engines.spark.client import SparkWriteClient, counts
+    def _protocol(self) -> Any:
+        from tidemark.write.commit import CommitProtocol
 
-        instant, stats, op_name = SparkWriteClient(self).write(operation, df)
+        if self._commit_protocol is None:
+            self._commit_protocol = CommitProtocol(self.storage, self.write_config)
+        return self._commit_protocol
+
+    def _pipeline_factory(self) -> Any:
+        from tidemark.write.engine import TableLayout
+
+        cfg = self.config
+        layout = TableLayout(cfg.record_key_fields, cfg.partition_fields, cfg.ordering_fields,
+                             cfg.hive_style_partitioning)
+        if self.spark is None:
+            from tidemark.engines.arrow.writer import ArrowWritePipeline
+
+            return lambda spec, schema, operation: ArrowWritePipeline(layout, spec, schema)
+        from tidemark.engines.spark.writer import SparkWritePipeline
+
+        spark, wc = self.spark, self.write_config
+
+        def make(spec: Any, schema: pa.Schema, operation: str) -> Any:
+            parallelism = wc.bulk_insert_parallelism if operation == "bulk_insert" else wc.upsert_parallelism
+            return SparkWritePipeline(spark, layout, spec, schema, parallelism=parallelism)
+
+        return make
+
+    def _write(self, operation: str, data: Any) -> CommitResult:
+        from tidemark.write.client import WriteClient, counts
+
+        client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
+                             protocol=self._protocol())
+        outcome = client.write(operation, data, self.schema)
+        if self._schema is None:
+            self._adopt_schema(outcome.schema)
+        stats = outcome.stats
         inserts, updates, deletes = counts(stats)
+        instant = outcome.instant
         return CommitResult(
             instant_time=instant.requested_time,
             completion_time=instant.completion_time or "",
-            operation=op_name,
+            operation=outcome.operation,
             num_inserts=inserts,
             num_updates=updates,
             num_deletes=deletes,
@@ -228,27 +263,28 @@ class Table:
             partitions=tuple(sorted({s.partition_path for s in stats})),
             num_files=len(stats),
             bytes_written=sum(s.file_size for s in stats),
+            attempts=outcome.attempts,
         )
 
-    def upsert(self, df: DataFrame) -> CommitResult:
+    def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones (merged by the ordering field, if any)."""
-        return self._write("upsert", df)
+        return self._write("upsert", data)
 
-    def insert(self, df: DataFrame) -> CommitResult:
+    def insert(self, data: Any) -> CommitResult:
         """Insert records; keys already in the table follow hoodie.datasource.insert.dup.policy."""
-        return self._write("insert", df)
+        return self._write("insert", data)
 
-    def delete(self, df: DataFrame) -> CommitResult:
-        """Delete the records whose keys are in ``df`` (other columns are ignored)."""
-        return self._write("delete", df)
+    def delete(self, data: Any) -> CommitResult:
+        """Delete the records whose keys are in ``data`` (other columns are ignored)."""
+        return self._write("delete", data)
 
-    def bulk_insert(self, df: DataFrame) -> CommitResult:
-        """Write ``df`` into new file groups without an index lookup: the fast initial load."""
-        return self._write("bulk_insert", df)
+    def bulk_insert(self, data: Any) -> CommitResult:
+        """Write ``data`` into new file groups without an index lookup: the fast initial load."""
+        return self._write("bulk_insert", data)
 
-    def insert_overwrite(self, df: DataFrame) -> CommitResult:
-        """Replace the partitions present in ``df`` with its records (a replacecommit)."""
-        return self._write("insert_overwrite", df)
+    def insert_overwrite(self, data: Any) -> CommitResult:
+        """Replace the partitions present in ``data`` with its records (a replacecommit)."""
+        return self._write("insert_overwrite", data)
 
     # -- reads --------------------------------------------------------------------------
     def read_plan(self, *, as_of: str | None = None, filters: Sequence[PartitionFilter] | None = None) -> ReadPlan:
@@ -259,32 +295,36 @@ class Table:
     def incremental_plan(self, *, start: str | None = None, end: str | None = None) -> ReadPlan:
         return incremental_plan(self.storage, Timeline.load(self.storage), start=start, end=end)
 
-    def _spark(self) -> SparkSession:
+    def _read_plan(self, plan: ReadPlan) -> Any:
         if self.spark is None:
-            raise InvalidInputError("this Table was opened without a SparkSession; pass spark=...")
-        return self.spark
+            from tidemark.engines.arrow.reader import read_plan as arrow_read
 
-    def read(self, as_of: str | None = None, *, filters: Sequence[PartitionFilter] | None = None) -> DataFrame:
+            return arrow_read(self.storage, plan, self.schema)
+        from tidemark.engines.spark.reader import read_plan as spark_read
+
+        return spark_read(self.spark, self.storage, plan, self.schema)
+
+    def read(self, as_of: str | None = None, *, filters: Sequence[PartitionFilter] | None = None) -> Any:
         """The table as of now (or as of instant ``as_of``): meta columns plus user columns.
 
+        A Spark DataFrame, or a pyarrow Table when the table was opened with ``spark=None``.
         ``filters`` prune partitions: ``[("city", "=", "sf")]``, ops = != < <= > >= in, not in.
         """
-        from tidemark.engines.spark.reader import read_plan
+        return self._read_plan(self.read_plan(as_of=as_of, filters=filters))
 
-        plan = self.read_plan(as_of=as_of, filters=filters)
-        return read_plan(self._spark(), self.storage, plan, self.schema)
-
-    def read_incremental(self, start: str | None = None, end: str | None = None) -> DataFrame:
+    def read_incremental(self, start: str | None = None, end: str | None = None) -> Any:
         """Rows written by commits that *completed* in ``(start, end]`` (completion times)."""
         return self.read_changes(start=start, end=end).rows
 
     def read_changes(self, start: str | None = None, end: str | None = None) -> IncrementalResult:
-        """Like read_incremental, plus the checkpoint to pass as ``start`` next time."""
-        from tidemark.engines.spark.reader import read_plan
+        """Like read_incremental, plus the checkpoint to pass as ``start`` next time.
 
+        Commits are taken in completion-time order, so a consumer that passes each
+        checkpoint back as ``start`` sees every commit exactly once, even one that
+        started before others but completed after them.
+        """
         plan = self.incremental_plan(start=start, end=end)
-        rows = read_plan(self._spark(), self.storage, plan, self.schema)
-        return IncrementalResult(rows, plan.end, plan.instants)
+        return IncrementalResult(self._read_plan(plan), plan.end, plan.instants)
 
     # -- maintenance --------------------------------------------------------------------
     def rollback(self, instant_time: str) -> RollbackResult:
@@ -293,10 +333,28 @@ class Table:
         return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
 
     def rollback_failed_writes(self) -> list[RollbackResult]:
-        """Roll back every pending write (safe only when no writer is running)."""
-        from tidemark.write.commit import CommitProtocol
+        """Roll back failed writes: with several writers only those whose heartbeat expired,
+        with a single writer every pending write (none can be alive)."""
+        protocol = self._protocol()
+        if self.write_config.multi_writer:
+            return list(protocol.rollback_expired_writes())
+        return list(protocol.rollback_failed_writes())
 
-        return CommitProtocol(self.storage, self.write_config).rollback_failed_writes()
+    def clean(self) -> list[RollbackResult]:
+        """Table services run by hand; for now: roll back expired failed writes (LAZY cleaning)."""
+        return list(self._protocol().rollback_expired_writes())
+
+    def close(self) -> None:
+        """Release lock-provider connections (ZooKeeper sessions, ...)."""
+        if self._commit_protocol is not None:
+            self._commit_protocol.close()
+            self._commit_protocol = None
+
+    def __enter__(self) -> Table:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"

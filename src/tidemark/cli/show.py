@@ -24,6 +24,7 @@ from tidemark.cli.output import (
     instant_time_arg,
     readable_time,
 )
+from tidemark.errors import TidemarkError
 from tidemark.format.names import COMMIT_TIME, META_COLUMNS
 from tidemark.read.plan import ReadPlan
 from tidemark.table import Table
@@ -123,25 +124,40 @@ def read_rows(
     rows: list[dict[str, Any]] = []
     total = 0
     for base_file in plan.files:
-        parquet = pq.ParquetFile(table.storage.full_path(base_file.path))
-        names = parquet.schema_arrow.names
-        if plan.commit_times is None:
-            total += parquet.metadata.num_rows
-            if len(rows) >= limit:
-                continue
-        # A file written before a column was added lacks it: such cells print as null.
-        wanted = [c for c in columns if c in names]
-        needed = wanted if plan.commit_times is None else sorted({*wanted, COMMIT_TIME})
-        for batch in parquet.iter_batches(batch_size=max(min(limit, 10_000), 1), columns=needed):
-            kept = _keep(batch, plan)
-            if plan.commit_times is not None:
-                total += kept.num_rows
-            room = limit - len(rows)
-            if room > 0:
-                rows.extend(kept.slice(0, room).to_pylist())
-            elif plan.commit_times is None:
-                break
+        try:
+            found, some = _read_file(
+                table.storage.full_path(base_file.path), plan, columns, limit - len(rows)
+            )
+        except (pa.ArrowException, OSError) as exc:  # a damaged or unreadable data file
+            raise TidemarkError(f"cannot read {base_file.path}: {exc}") from None
+        total += found
+        rows.extend(some)
     return [{c: row.get(c) for c in columns} for row in rows], total
+
+
+def _read_file(
+    full_path: str, plan: ReadPlan, columns: Sequence[str], room: int
+) -> tuple[int, list[dict[str, Any]]]:
+    """How many of the file's rows the plan keeps, and the first ``room`` of them."""
+    parquet = pq.ParquetFile(full_path)
+    if plan.commit_times is None and room <= 0:
+        return parquet.metadata.num_rows, []  # the footer has the count: no data read
+    # A file written before a column was added lacks it: such cells print as null.
+    names = parquet.schema_arrow.names
+    wanted = [c for c in columns if c in names]
+    needed = wanted if plan.commit_times is None else sorted({*wanted, COMMIT_TIME})
+    rows: list[dict[str, Any]] = []
+    kept_rows = 0
+    for batch in parquet.iter_batches(batch_size=max(min(room, 10_000), 1), columns=needed):
+        kept = _keep(batch, plan)
+        kept_rows += kept.num_rows
+        if len(rows) < room:
+            rows.extend(kept.slice(0, room - len(rows)).to_pylist())
+        elif plan.commit_times is None:
+            break
+    if plan.commit_times is None:
+        return parquet.metadata.num_rows, rows
+    return kept_rows, rows
 
 
 def cell(value: Any) -> Text | str:

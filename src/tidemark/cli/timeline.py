@@ -141,11 +141,9 @@ def _num(value: int | None) -> str:
     return "" if value is None else count(value)
 
 
-def render(rows: list[InstantRow], title: str | None = None) -> RichTable:
+def render(rows: list[InstantRow]) -> RichTable:
     """The timeline as one table row per instant (needs about 170 columns)."""
-    table = RichTable(
-        title=title, title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
-    )
+    table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("requested", no_wrap=True, style="bold")
     table.add_column("requested at (UTC)", no_wrap=True)
     table.add_column("completed", no_wrap=True)
@@ -184,9 +182,9 @@ def _files(row: InstantRow) -> str:
     return files + f" +{row.replaced} replaced" if row.replaced else files
 
 
-def render_cards(rows: list[InstantRow], title: str | None = None) -> Group:
+def render_cards(rows: list[InstantRow]) -> Group:
     """The timeline for narrow terminals: a few short lines per instant."""
-    parts: list[RenderableType] = [Text(title, style="italic")] if title else []
+    parts: list[RenderableType] = []
     for row in rows:
         inst = row.instant
         head = Text.assemble(
@@ -221,8 +219,10 @@ def print_timeline(ui: Ui, table: Table, *, show_all: bool = True, title: str | 
         ui.out.print(f"{table.path}: the timeline is empty (no writes yet)")
         return 0
     rows = [describe(table, timeline, i) for i in shown]
-    wide = render(rows, title=title)
-    ui.out.print(wide if fits(ui.out, wide) else render_cards(rows, title=title))
+    if title:
+        ui.out.print(Text(title, style="bold"), soft_wrap=True)
+    wide = render(rows)
+    ui.out.print(wide if fits(ui.out, wide) else render_cards(rows))
     pending = len(timeline.pending)
     summary = f"{count(len(instants))} instant(s)"
     if len(shown) < len(instants):

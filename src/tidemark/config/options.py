@@ -123,14 +123,114 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "hoodie.write.concurrency.mode",
         "single_writer",
-        choice("single_writer"),
-        "Concurrency control: single_writer (one writer at a time).",
+        choice("single_writer", "optimistic_concurrency_control"),
+        "single_writer (one writer at a time) or optimistic_concurrency_control (many writers, "
+        "a table lock for the short critical sections, conflicts checked at commit).",
     ),
     Option(
         "hoodie.clean.failed.writes.policy",
-        "EAGER",
+        None,
         choice("EAGER", "LAZY", "NEVER"),
-        "When failed writes are rolled back: EAGER = at the next write's start.",
+        "When failed writes are rolled back: EAGER = every pending write at the next write's start "
+        "(single writer only; the default there); LAZY = only writes whose heartbeat expired "
+        "(the default, and the only safe choice, with several writers); NEVER.",
+    ),
+    Option(
+        "hoodie.write.lock.provider",
+        "filesystem",
+        parse_str,
+        "Lock provider: in_process, filesystem, zookeeper (or Hudi's class names).",
+    ),
+    Option(
+        "hoodie.write.lock.wait_time_ms",
+        "60000",
+        parse_positive_int,
+        "Longest wait of one attempt to acquire the lock.",
+    ),
+    Option(
+        "hoodie.write.lock.num_retries",
+        "15",
+        parse_non_negative_int,
+        "Further attempts after a timed-out one before LockTimeoutError.",
+    ),
+    Option(
+        "hoodie.write.lock.wait_time_ms_between_retry",
+        "1000",
+        parse_non_negative_int,
+        "First pause between attempts; doubles each time.",
+    ),
+    Option(
+        "hoodie.write.lock.max_wait_time_ms_between_retry",
+        "16000",
+        parse_non_negative_int,
+        "Longest pause between attempts.",
+    ),
+    Option(
+        "hoodie.write.lock.filesystem.path",
+        None,
+        parse_str,
+        "Lock file of the filesystem provider (default: <table>/.hoodie/.locks/table.lock).",
+    ),
+    Option(
+        "hoodie.write.lock.filesystem.expire",
+        "1",
+        parse_non_negative_int,
+        "Minutes after which a live holder of the filesystem lock is reported as stale (0 = never). "
+        "A dead holder's lock is released at once by the operating system.",
+    ),
+    Option("hoodie.write.lock.zookeeper.url", None, parse_str, "ZooKeeper host(s) for the zookeeper provider."),
+    Option("hoodie.write.lock.zookeeper.port", "2181", parse_positive_int, "ZooKeeper client port."),
+    Option("hoodie.write.lock.zookeeper.base_path", "/hudi/locks", parse_str, "ZooKeeper folder of lock nodes."),
+    Option(
+        "hoodie.write.lock.zookeeper.lock_key",
+        None,
+        parse_str,
+        "Lock node name (default: derived from the table path).",
+    ),
+    Option(
+        "hoodie.write.lock.zookeeper.session_timeout_ms",
+        "60000",
+        parse_positive_int,
+        "ZooKeeper session timeout: a dead holder's lock is released after it.",
+    ),
+    Option(
+        "hoodie.write.lock.zookeeper.connection_timeout_ms",
+        "15000",
+        parse_positive_int,
+        "How long to wait for a ZooKeeper connection.",
+    ),
+    Option(
+        "hoodie.write.lock.conflict.resolution.strategy",
+        "tidemark",
+        parse_str,
+        "tidemark = file groups plus concurrent inserts of the same key (no duplicates); "
+        "simple = file groups only (Hudi's); or module:Class.",
+    ),
+    Option(
+        "hoodie.write.num.retries.on.conflict.failures",
+        "0",
+        parse_non_negative_int,
+        "Run a write that lost a conflict again, with a new instant, up to this many times.",
+    ),
+    Option(
+        "hoodie.time.generator.max_expected_clock_skew_ms",
+        "0",
+        parse_non_negative_int,
+        "Extra wait under the lock after generating an instant time. Times are already unique and "
+        "increasing (each is above every time on the timeline); raise it to also keep them near "
+        "wall-clock order across hosts with skewed clocks.",
+    ),
+    Option(
+        "hoodie.client.heartbeat.interval_in_ms",
+        "60000",
+        parse_positive_int,
+        "How often a writer refreshes its heartbeat.",
+    ),
+    Option(
+        "hoodie.client.heartbeat.tolerable.misses",
+        "2",
+        parse_positive_int,
+        "Missed heartbeats after which a writer counts as dead and its write may be rolled back.",
     ),
     Option(
         "hoodie.write.markers.type",

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, UnknownOptionError
 
@@ -27,6 +29,16 @@ class WriteConfig:
     markers_type: str
     bulk_insert_parallelism: int
     upsert_parallelism: int
+    retries_on_conflict: int = 0
+    conflict_strategy: str = "tidemark"
+    clock_skew_ms: int = 0
+    heartbeat_interval_ms: int = 60_000
+    heartbeat_tolerable_misses: int = 2
+    lock: LockSettings = field(default_factory=LockSettings)
+
+    @property
+    def multi_writer(self) -> bool:
+        return self.concurrency_mode != "single_writer"
 
 
 _FIELDS = {
@@ -42,7 +54,37 @@ _FIELDS = {
     "markers_type": "hoodie.write.markers.type",
     "bulk_insert_parallelism": "hoodie.bulkinsert.shuffle.parallelism",
     "upsert_parallelism": "hoodie.upsert.shuffle.parallelism",
+    "retries_on_conflict": "hoodie.write.num.retries.on.conflict.failures",
+    "conflict_strategy": "hoodie.write.lock.conflict.resolution.strategy",
+    "clock_skew_ms": "hoodie.time.generator.max_expected_clock_skew_ms",
+    "heartbeat_interval_ms": "hoodie.client.heartbeat.interval_in_ms",
+    "heartbeat_tolerable_misses": "hoodie.client.heartbeat.tolerable.misses",
 }
+
+
+def _lock_settings(raw: Mapping[str, str]) -> LockSettings:
+    provider = canonical_provider_name(parse_option("hoodie.write.lock.provider", raw))
+    settings = LockSettings(
+        provider=provider,
+        wait_time_ms=parse_option("hoodie.write.lock.wait_time_ms", raw),
+        num_retries=parse_option("hoodie.write.lock.num_retries", raw),
+        retry_wait_ms=parse_option("hoodie.write.lock.wait_time_ms_between_retry", raw),
+        max_retry_wait_ms=parse_option("hoodie.write.lock.max_wait_time_ms_between_retry", raw),
+        filesystem_path=parse_option("hoodie.write.lock.filesystem.path", raw),
+        filesystem_expire_ms=parse_option("hoodie.write.lock.filesystem.expire", raw) * 60_000,
+        zk_url=parse_option("hoodie.write.lock.zookeeper.url", raw),
+        zk_port=parse_option("hoodie.write.lock.zookeeper.port", raw),
+        zk_base_path=parse_option("hoodie.write.lock.zookeeper.base_path", raw),
+        zk_lock_key=parse_option("hoodie.write.lock.zookeeper.lock_key", raw),
+        zk_session_timeout_ms=parse_option("hoodie.write.lock.zookeeper.session_timeout_ms", raw),
+        zk_connection_timeout_ms=parse_option("hoodie.write.lock.zookeeper.connection_timeout_ms", raw),
+    )
+    if provider == "zookeeper" and not settings.zk_url:
+        raise ConfigError(
+            "the zookeeper lock provider needs hoodie.write.lock.zookeeper.url (and .port)",
+            key="hoodie.write.lock.zookeeper.url",
+        )
+    return settings
 
 
 def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
@@ -73,7 +115,19 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
     """Validate ``options`` and return the typed writer configuration."""
     raw = validate_keys(options or {})
     values = {name: parse_option(key, raw) for name, key in _FIELDS.items()}
-    config = WriteConfig(**values)
+    multi = values["concurrency_mode"] != "single_writer"
+    policy = values["failed_writes_policy"]
+    if policy is None:
+        values["failed_writes_policy"] = "LAZY" if multi else "EAGER"
+    elif multi and policy == "EAGER":
+        warnings.warn(
+            "hoodie.clean.failed.writes.policy=EAGER would roll back other writers' live writes; "
+            "with hoodie.write.concurrency.mode=optimistic_concurrency_control tidemark uses LAZY "
+            "(only writes whose heartbeat expired are rolled back)",
+            stacklevel=3,
+        )
+        values["failed_writes_policy"] = "LAZY"
+    config = replace(WriteConfig(**values), lock=_lock_settings(raw))
     if config.small_file_limit >= config.max_file_size:
         raise ConfigError(
             "hoodie.parquet.small.file.limit must be below hoodie.parquet.max.file.size "

@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass
 
 
-class Action(enum.Enum):
+class Action(str, enum.Enum):
+    """Timeline actions; members compare equal to Hudi's names (``Action.COMMIT == "commit"``)."""
+
     COMMIT = "commit"
     DELTA_COMMIT = "deltacommit"
     REPLACE_COMMIT = "replacecommit"
@@ -29,6 +31,9 @@ class Action(enum.Enum):
     CLUSTERING = "clustering"
     LOG_COMPACTION = "logcompaction"
     INDEXING = "indexing"
+
+    def __str__(self) -> str:
+        return self.value
 
     @property
     def writes_data(self) -> bool:
@@ -46,10 +51,15 @@ _DATA_ACTIONS = {
 }
 
 
-class State(enum.Enum):
+class State(str, enum.Enum):
+    """Instant states; members compare equal to their names (``State.COMPLETED == "completed"``)."""
+
     REQUESTED = "requested"
     INFLIGHT = "inflight"
     COMPLETED = "completed"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 _TIME = r"\d{14}(?:\d{3})?"

@@ -2,45 +2,57 @@
 
 Lifecycle of a :class:`PendingWrite`::
 
-    start()        roll back failed writes (EAGER policy); new instant time;
-                   <t>.<action>.requested
-    inflight()     <t>.inflight with the planned file groups
+    prepare_for_write()  EAGER: roll back every pending write (single writer);
+                         LAZY: roll back only writes whose heartbeat expired, under the lock
+    start()              [lock] new instant time above every time on the timeline;
+                         heartbeat; <t>.<action>.requested
+    inflight()           <t>.<action>.inflight with the planned file groups
     ... the engine writes files, each after its marker ...
-    complete()     delete partial files of failed task attempts (marked, not reported);
-                   partition metafiles; completion time;
-                   publish <t>_<c>.<action> atomically; delete markers
-    abort()        roll the write back; nothing of it stays visible
+    complete()           delete partial files of failed task attempts (marked, not reported);
+                         partition metafiles;
+                         [lock] reload the timeline; conflict checks against instants that
+                         completed since start; own heartbeat still alive; completion time;
+                         publish <t>_<c>.<action> atomically
+                         stop heartbeat; delete markers
+    abort()              [lock] roll the write back; nothing of it stays visible
 
 Readers see the write only once ``complete`` published the completed file: the
-single atomic step of the protocol.
+single atomic step. In single-writer mode there is no lock and no heartbeat.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from tidemark.concurrency.conflict import ConflictResolutionStrategy, PendingCommit, strategy_by_name
+from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
+from tidemark.concurrency.transaction import NoLock, TableLock
 from tidemark.config import WriteConfig
-from tidemark.errors import CommitError
-from tidemark.format.commit_metadata import (
-    CommitMetadata,
-    WriteStat,
-    inflight_metadata_bytes,
-    write_avro,
-)
+from tidemark.errors import CommitError, HeartbeatExpiredError
+from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
 from tidemark.format.names import PARTITION_METAFILE, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
+from tidemark.timeline.instant_time import parse_instant_time
 from tidemark.write.markers import delete_markers, marked_data_files
 
+_WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
-@dataclass(frozen=True)
+
+@dataclass
 class PendingWrite:
     instant_time: str
     action: Action
     operation: str
+    heartbeat: Heartbeat | None = field(default=None, repr=False)
+
+
+def _requested_ms(instant_time: str) -> int:
+    return int(parse_instant_time(instant_time).timestamp() * 1000)
 
 
 class CommitProtocol:
@@ -49,37 +61,90 @@ class CommitProtocol:
     def __init__(self, storage: Storage, config: WriteConfig) -> None:
         self.storage = storage
         self.config = config
+        self.lock: TableLock | NoLock = TableLock(config.lock, storage.base_path) if config.multi_writer else NoLock()
+        self.heartbeats = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
+        self.strategy: ConflictResolutionStrategy = strategy_by_name(config.conflict_strategy)
 
-    # -- start ---------------------------------------------------------------------------
+    def close(self) -> None:
+        self.lock.close()
+
+    # -- failed writes -------------------------------------------------------------------
     def rollback_failed_writes(self, timeline: Timeline | None = None) -> list[RollbackResult]:
-        """Roll back every pending data write (single-writer: none of them can be alive)."""
+        """Roll back every pending data write. Safe only when no other writer can be running."""
         timeline = timeline or Timeline.load(self.storage)
         results = finish_pending_rollbacks(self.storage, timeline)
         if results:
             timeline = timeline.reload()
         for inst in timeline.pending:
-            if inst.action in (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT):
+            if inst.action in _WRITE_ACTIONS:
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
         return results
 
+    def expired_pending_writes(self, timeline: Timeline) -> list[Instant]:
+        return [
+            i
+            for i in timeline.pending
+            if i.action in _WRITE_ACTIONS
+            and self.heartbeats.is_expired(self.storage, i.requested_time, requested_ms=_requested_ms(i.requested_time))
+        ]
+
+    def rollback_expired_writes(self) -> list[RollbackResult]:
+        """LAZY cleaning: roll back pending writes whose heartbeat expired, never a live one.
+
+        Each rollback runs under the table lock after re-checking that the instant is
+        still pending and expired, so two cleaners finding the same dead write roll it
+        back once.
+        """
+        results: list[RollbackResult] = []
+        if not self.expired_pending_writes(Timeline.load(self.storage)):
+            return results
+        with self.lock.hold("roll back failed writes"):
+            timeline = Timeline.load(self.storage)
+            results += finish_pending_rollbacks(self.storage, timeline)
+            if results:
+                timeline = timeline.reload()
+            for inst in self.expired_pending_writes(timeline):
+                results.append(rollback(self.storage, inst, timeline=timeline))
+                timeline = timeline.reload()
+        return results
+
+    def prepare_for_write(self) -> list[RollbackResult]:
+        policy = self.config.failed_writes_policy
+        if policy == "EAGER":
+            return self.rollback_failed_writes()
+        if policy == "LAZY":
+            return self.rollback_expired_writes()
+        return []
+
+    # -- start ---------------------------------------------------------------------------
+    def _new_time(self, timeline: Timeline, at_least: str | None = None) -> str:
+        floor = max(filter(None, [timeline.max_time(), at_least]), default=None)
+        instant_time = new_instant_time(floor=floor)
+        if self.config.multi_writer and self.config.clock_skew_ms:
+            time.sleep(self.config.clock_skew_ms / 1000)
+        return instant_time
+
     def start(self, operation: str, action: Action) -> PendingWrite:
-        timeline = Timeline.load(self.storage)
-        if self.config.failed_writes_policy == "EAGER":
-            self.rollback_failed_writes(timeline)
-            timeline = timeline.reload()
-        while True:
-            instant_time = new_instant_time(floor=timeline.max_time())
-            requested = instant_file_name(instant_time, action, State.REQUESTED)
-            body = b""
-            if action is Action.REPLACE_COMMIT:
-                body = write_avro(
-                    "requested_replace",
-                    {"operationType": operation, "clusteringPlan": None, "extraMetadata": {}, "version": 1},
-                )
-            if self.storage.create_if_absent(f"{TIMELINE_DIR}/{requested}", body) is CreateOutcome.CREATED:
-                return PendingWrite(instant_time, action, operation)
-            timeline = timeline.reload()
+        body = b""
+        if action is Action.REPLACE_COMMIT:
+            body = write_avro(
+                "requested_replace",
+                {"operationType": operation, "clusteringPlan": None, "extraMetadata": {}, "version": 1},
+            )
+        with self.lock.hold("start a write"):
+            timeline = Timeline.load(self.storage)
+            while True:
+                instant_time = self._new_time(timeline)
+                heartbeat = None
+                if self.config.multi_writer:  # alive before it is visible as pending
+                    heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
+                requested = instant_file_name(instant_time, action, State.REQUESTED)
+                if self.storage.create_if_absent(f"{TIMELINE_DIR}/{requested}", body) is CreateOutcome.CREATED:
+                    return PendingWrite(instant_time, action, operation, heartbeat)
+                if heartbeat is not None:
+                    heartbeat.stop()
+                timeline = timeline.reload()
 
     def inflight(self, pending: PendingWrite, planned: Iterable[tuple[str, str]] = ()) -> None:
         name = instant_file_name(pending.instant_time, pending.action, State.INFLIGHT)
@@ -107,6 +172,17 @@ class CommitProtocol:
                 depth = partition.count("/") + 1 if partition else 0
                 self.storage.create_if_absent(path, partition_metafile_content(pending.instant_time, depth, written_at))
 
+    def _still_mine(self, pending: PendingWrite, timeline: Timeline) -> None:
+        """Refuse to publish a write that was rolled back or whose heartbeat expired."""
+        if not any(i.requested_time == pending.instant_time and not i.is_completed for i in timeline):
+            raise HeartbeatExpiredError(pending.instant_time, "its instant is no longer pending (rolled back?)")
+        if pending.heartbeat is not None and not pending.heartbeat.is_alive():
+            raise HeartbeatExpiredError(
+                pending.instant_time,
+                f"its heartbeat is older than {self.heartbeats.expiry_ms} ms "
+                "(hoodie.client.heartbeat.interval_in_ms x tolerable.misses)",
+            )
+
     def complete(
         self,
         pending: PendingWrite,
@@ -116,7 +192,8 @@ class CommitProtocol:
         replaced_file_ids: Mapping[str, Sequence[str]] | None = None,
         extra: Mapping[str, str] | None = None,
     ) -> Instant:
-        """Publish the write. Raises CommitError (after rolling back) if it cannot."""
+        """Publish the write, or raise (WriteConflictError, HeartbeatExpiredError, ...) after rolling back."""
+        replaced = {p: tuple(ids) for p, ids in (replaced_file_ids or {}).items()}
         try:
             self._remove_partial_files(pending, stats)
             self._ensure_partition_metafiles(pending, [s.partition_path for s in stats])
@@ -127,24 +204,43 @@ class CommitProtocol:
                 operation=pending.operation,
                 write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
                 extra=extra_meta,
-                replaced_file_ids={p: tuple(ids) for p, ids in (replaced_file_ids or {}).items()},
+                replaced_file_ids=replaced,
                 is_replace=pending.action is Action.REPLACE_COMMIT,
             )
-            timeline = Timeline.load(self.storage)
-            floor = max(filter(None, [timeline.max_time(), pending.instant_time]))
-            completion_time = new_instant_time(floor=floor)
-            name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
-            outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
-            if outcome is not CreateOutcome.CREATED:
-                raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
+            with self.lock.hold("commit"):
+                timeline = Timeline.load(self.storage)
+                if self.config.multi_writer:
+                    self.strategy.check(self.storage, timeline, PendingCommit(pending.instant_time, tuple(stats), replaced))
+                    self._still_mine(pending, timeline)
+                completion_time = self._new_time(timeline, at_least=pending.instant_time)
+                name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+                outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
+                if outcome is not CreateOutcome.CREATED:
+                    raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
         except BaseException:
-            self.abort(pending)
+            self.abort_if_pending(pending)
             raise
+        if pending.heartbeat is not None:
+            pending.heartbeat.stop()
         delete_markers(self.storage, pending.instant_time)
         return Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
 
     def abort(self, pending: PendingWrite) -> RollbackResult:
         """Roll back a write that will not complete: its files go, a rollback instant records it."""
+        try:
+            with self.lock.hold("roll back a failed write"):
+                inst = Instant(pending.instant_time, pending.action, State.INFLIGHT)
+                return rollback(self.storage, inst, timeline=Timeline.load(self.storage))
+        finally:
+            if pending.heartbeat is not None:
+                pending.heartbeat.stop()
+
+    def abort_if_pending(self, pending: PendingWrite) -> RollbackResult | None:
         timeline = Timeline.load(self.storage)
-        inst = Instant(pending.instant_time, pending.action, State.INFLIGHT)
-        return rollback(self.storage, inst, timeline=timeline)
+        if timeline.is_completed(pending.instant_time):
+            return None
+        if not any(i.requested_time == pending.instant_time for i in timeline):
+            if pending.heartbeat is not None:  # somebody else rolled it back already
+                pending.heartbeat.stop()
+            return None
+        return self.abort(pending)

@@ -15,25 +15,25 @@ file groups with ``mapInArrow``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from dataclasses import dataclass
 
 import pyarrow as pa
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
-from tidemark.errors import InvalidInputError, NullRecordKeyError
+from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.fsview import FileSystemView
+from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
 from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, write_file_group, write_new_files
-from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
 
-FILE_ID_COLUMN = "_tm_file_id"
 _SEQ = "_tm_seq"
 _HASH = "_tm_hash"
 
@@ -115,16 +115,6 @@ def spark_schema_of(schema: pa.Schema) -> Any:
     return from_arrow_schema(schema)
 
 
-@dataclass(frozen=True)
-class TableLayout:
-    """What the pipeline needs to know about the table."""
-
-    record_key_fields: tuple[str, ...]
-    partition_fields: tuple[str, ...]
-    ordering_fields: tuple[str, ...]
-    hive_style: bool
-
-
 class SparkWritePipeline:
     """Runs the data-parallel part of one write on Spark and returns the write statistics."""
 
@@ -135,16 +125,12 @@ class SparkWritePipeline:
         spec: WriteSpec,
         user_schema: pa.Schema,
         *,
-        record_size_estimate: int,
-        small_file_limit: int,
         parallelism: int,
     ) -> None:
         self.spark = spark
         self.layout = layout
         self.spec = spec
         self.user_schema = user_schema
-        self.record_size_estimate = record_size_estimate
-        self.small_file_limit = small_file_limit
         self.parallelism = parallelism
 
     # -- preparing the batch -----------------------------------------------------------
@@ -194,20 +180,55 @@ class SparkWritePipeline:
         winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
         return with_seq.groupBy(*keys).agg(winner).select(*keys, "_w.*").select(*df.columns)
 
+    # -- frame helpers ------------------------------------------------------------------
+    def schema_of(self, frame: DataFrame) -> pa.Schema:
+        return arrow_schema_of(frame)
+
+    def drop_meta_columns(self, frame: DataFrame) -> DataFrame:
+        return frame.drop(*[c for c in frame.columns if c in META_COLUMNS])
+
+    def untagged(self, frame: DataFrame) -> DataFrame:
+        return frame.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
+
+    def persist(self, frame: DataFrame) -> DataFrame:
+        return frame.persist(StorageLevel.MEMORY_AND_DISK)
+
+    def unpersist(self, frame: DataFrame) -> None:
+        frame.unpersist()
+
+    def count_existing(self, tagged: DataFrame) -> int:
+        return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()).limit(1000).count()
+
+    def only_new(self, tagged: DataFrame) -> DataFrame:
+        return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
+
+    def split(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame]:
+        return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()), tagged.filter(F.col(FILE_ID_COLUMN).isNull())
+
+    def upsert_rows(self, updates: DataFrame, routed: DataFrame | None) -> DataFrame:
+        rows = updates if routed is None else updates.unionByName(routed)
+        return rows.withColumn(OP_COLUMN, F.lit(OP_UPSERT))
+
+    def delete_rows(self, tagged: DataFrame) -> DataFrame:
+        found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull())
+        return found.select(RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN).withColumn(OP_COLUMN, F.lit(OP_DELETE))
+
     # -- index --------------------------------------------------------------------------
     def _existing_keys(self, view: FileSystemView, partitions: Sequence[str] | None) -> DataFrame | None:
         files = view.latest_base_files(partitions)
         if not files:
             return None
         paths = [view.storage.full_path(f.path) for f in files]
-        existing = self.spark.read.parquet(*paths).select(RECORD_KEY, PARTITION_PATH, FILE_NAME)
+        # An explicit schema spares Spark a job that would infer it from the file footers.
+        key_schema = f"{RECORD_KEY} string, {PARTITION_PATH} string, {FILE_NAME} string"
+        existing = self.spark.read.schema(key_schema).parquet(*paths)
         return existing.select(
             F.col(RECORD_KEY),
             F.col(PARTITION_PATH),
             F.substring_index(F.col(FILE_NAME), "_", 1).alias(FILE_ID_COLUMN),
         )
 
-    def tag(self, df: DataFrame, view: FileSystemView) -> tuple[DataFrame, list[str]]:
+    def tag(self, df: DataFrame, view: FileSystemView) -> DataFrame:
         """Add the file id of the current location of each key (null for new keys)."""
         if PARTITION_PATH in df.columns:
             partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
@@ -221,33 +242,12 @@ class SparkWritePipeline:
             tagged = df.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
             if PARTITION_PATH not in tagged.columns:
                 tagged = tagged.withColumn(PARTITION_PATH, F.lit(None).cast("string"))
-            return tagged, partitions
-        return df.join(existing, on=on, how="left"), partitions
+            return tagged
+        return df.join(existing, on=on, how="left")
 
     # -- routing inserts ----------------------------------------------------------------
-    def _record_size(self, view: FileSystemView) -> int:
-        """Average bytes per record of the latest commit that wrote files, else the estimate."""
-        timeline = view.timeline
-        for inst in reversed(timeline.by_completion_time()):
-            if not inst.action.writes_data:
-                continue
-            stats = timeline.commit_metadata(inst).write_stats
-            rows = sum(s.num_writes for s in stats)
-            size = sum(s.file_size for s in stats)
-            if rows > 0 and size > 0:
-                return max(1, size // rows)
-        return self.record_size_estimate
-
-    def plan_insert_buckets(
-        self, inserts: DataFrame, view: FileSystemView, *, use_small_files: bool
-    ) -> list[InsertBucket]:
-        counts = {r[0]: r[1] for r in inserts.groupBy(PARTITION_PATH).count().collect()}
-        small: dict[str, list[SmallFile]] = {}
-        if use_small_files and self.small_file_limit > 0:
-            for base in view.latest_base_files(counts):
-                if base.size < self.small_file_limit:
-                    small.setdefault(base.partition_path, []).append(SmallFile(base.file_id, base.path, base.size))
-        return plan_inserts(counts, small, record_size=self._record_size(view), max_file_size=self.spec.max_file_size)
+    def insert_counts(self, inserts: DataFrame) -> dict[str, int]:
+        return {r[0]: r[1] for r in inserts.groupBy(PARTITION_PATH).count().collect()}
 
     def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
         rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
@@ -264,9 +264,10 @@ class SparkWritePipeline:
         return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(_HASH, "_b_pp", "_b_fid", "_b_low", "_b_high")
 
     # -- writing ------------------------------------------------------------------------
-    def write_file_groups(self, rows: DataFrame, base_files: dict[tuple[str, str], str]) -> list[WriteStat]:
+    def write_file_groups(self, rows: DataFrame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]:
         """Write every (partition, file group) of ``rows`` in a Spark task; collect the stats."""
         spec = self.spec
+        base_files = dict(base_files)  # shipped to the tasks with the function
 
         def write_group(table: pa.Table) -> pa.Table:
             token, task_partition = _task_token()
@@ -301,35 +302,3 @@ class SparkWritePipeline:
             df = df.repartition(self.parallelism)
         out = df.mapInArrow(write_partition, STATS_DDL)
         return [_stat_from_row(r) for r in out.collect()]
-
-
-def upsert_rows(tagged: DataFrame, *, op: str) -> DataFrame:
-    return tagged.withColumn(OP_COLUMN, F.lit(op))
-
-
-def check_insert_duplicates(tagged: DataFrame, policy: str) -> DataFrame:
-    """Apply hoodie.datasource.insert.dup.policy to an insert batch tagged with locations."""
-    if policy == "drop":
-        return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
-    if policy == "fail":
-        found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()).limit(1000).count()
-        if found:
-            raise InvalidInputError(
-                f"{found} record(s) of the insert already exist in the table and "
-                "hoodie.datasource.insert.dup.policy=fail; use upsert to update them"
-            )
-    return tagged
-
-
-__all__ = [
-    "FILE_ID_COLUMN",
-    "META_COLUMNS",
-    "OP_DELETE",
-    "OP_UPSERT",
-    "SparkWritePipeline",
-    "TableLayout",
-    "arrow_schema_of",
-    "check_insert_duplicates",
-    "spark_schema_of",
-    "upsert_rows",
-]

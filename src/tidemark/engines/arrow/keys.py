@@ -1,0 +1,44 @@
+"""Record-key and partition-path columns computed with pyarrow (same rules as the Spark engine)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tidemark.format.names import DEFAULT_PARTITION
+
+
+def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    if pa.types.is_boolean(column.type):
+        return pc.if_else(column, "true", "false")
+    return pc.cast(column, pa.string())
+
+
+def record_key_array(table: pa.Table, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
+    if len(fields) == 1:
+        return _as_text(table.column(fields[0]))
+    parts = [pc.binary_join_element_wise(f"{name}:", _as_text(table.column(name)), "") for name in fields]
+    return pc.binary_join_element_wise(*parts, ",")
+
+
+def null_key_count(table: pa.Table, fields: Sequence[str]) -> int:
+    mask = None
+    for name in fields:
+        nulls = pc.is_null(table.column(name))
+        mask = nulls if mask is None else pc.or_(mask, nulls)
+    return int(pc.sum(mask).as_py() or 0) if mask is not None else 0
+
+
+def partition_path_array(table: pa.Table, fields: Sequence[str], *, hive_style: bool) -> pa.ChunkedArray | pa.Array:
+    if not fields:
+        return pa.array([""] * table.num_rows, pa.string())
+    parts = []
+    for name in fields:
+        value = _as_text(table.column(name))
+        value = pc.if_else(pc.fill_null(pc.equal(value, ""), True), DEFAULT_PARTITION, value)
+        parts.append(pc.binary_join_element_wise(f"{name}=", value, "") if hive_style else value)
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "/")

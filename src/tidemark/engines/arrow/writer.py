@@ -1,0 +1,212 @@
+"""The Arrow write pipeline: the write plan run in this process on pyarrow tables.
+
+It produces the same files, commit metadata and timeline as the Spark engine;
+it suits tests, small jobs and processes that should not start a JVM.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tidemark.engines.arrow.keys import null_key_count, partition_path_array, record_key_array
+from tidemark.errors import InvalidInputError, NullRecordKeyError
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.fsview import FileSystemView
+from tidemark.write.engine import FILE_ID_COLUMN
+from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, write_file_group, write_new_files
+from tidemark.write.plan import InsertBucket
+from tidemark.write.validate import plan_columns, require_columns
+
+_SEQ = "_tm_seq"
+
+
+def as_arrow_table(data: Any) -> pa.Table:
+    """Accept a pyarrow Table or RecordBatch, a pandas DataFrame, or a list of dicts."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, list):
+        return pa.Table.from_pylist(data)
+    if type(data).__name__ == "DataFrame" and hasattr(data, "to_numpy") and not hasattr(data, "rdd"):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    raise InvalidInputError(
+        f"the Arrow engine (a Table opened with spark=None) writes pyarrow Tables, not {type(data).__name__}; "
+        "open the table with spark=... to write Spark DataFrames"
+    )
+
+
+class ArrowWritePipeline:
+    def __init__(self, layout: Any, spec: WriteSpec, user_schema: pa.Schema) -> None:
+        self.layout = layout
+        self.spec = spec
+        self.user_schema = user_schema
+
+    # -- frame helpers ------------------------------------------------------------------
+    def schema_of(self, frame: pa.Table) -> pa.Schema:
+        return frame.schema
+
+    def drop_meta_columns(self, frame: Any) -> pa.Table:
+        table = as_arrow_table(frame)
+        return table.drop_columns([c for c in table.column_names if c in META_COLUMNS])
+
+    def untagged(self, frame: pa.Table) -> pa.Table:
+        return frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
+
+    def persist(self, frame: pa.Table) -> pa.Table:
+        return frame
+
+    def unpersist(self, frame: pa.Table) -> None:
+        return None
+
+    def count_existing(self, tagged: pa.Table) -> int:
+        return int(pc.sum(pc.is_valid(tagged.column(FILE_ID_COLUMN))).as_py() or 0)
+
+    def only_new(self, tagged: pa.Table) -> pa.Table:
+        return tagged.filter(pc.is_null(tagged.column(FILE_ID_COLUMN)))
+
+    def split(self, tagged: pa.Table) -> tuple[pa.Table, pa.Table]:
+        found = pc.is_valid(tagged.column(FILE_ID_COLUMN))
+        return tagged.filter(found), tagged.filter(pc.invert(found))
+
+    def upsert_rows(self, updates: pa.Table, routed: pa.Table | None) -> pa.Table:
+        rows = updates if routed is None else pa.concat_tables([updates, routed.select(updates.column_names)])
+        return rows.append_column(OP_COLUMN, pa.array([OP_UPSERT] * rows.num_rows, pa.string()))
+
+    def delete_rows(self, tagged: pa.Table) -> pa.Table:
+        found = tagged.filter(pc.is_valid(tagged.column(FILE_ID_COLUMN)))
+        rows = found.select([RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN])
+        return rows.append_column(OP_COLUMN, pa.array([OP_DELETE] * rows.num_rows, pa.string()))
+
+    # -- preparing the batch ------------------------------------------------------------
+    def prepare(self, frame: pa.Table, *, allow_missing: bool, keys_only: bool) -> pa.Table:
+        layout = self.layout
+        names = frame.column_names
+        require_columns("record key", layout.record_key_fields, names)
+        if keys_only:
+            keep = [c for c in names if c in (*layout.record_key_fields, *layout.partition_fields)]
+            frame = frame.select(keep)
+        else:
+            require_columns("partition", layout.partition_fields, names)
+            plan = plan_columns(frame.schema, self.user_schema, allow_missing=allow_missing)
+            columns = []
+            for field in self.user_schema:
+                if field.name in plan.missing:
+                    columns.append(pa.nulls(frame.num_rows, field.type))
+                else:
+                    col = frame.column(field.name)
+                    columns.append(col.cast(field.type) if col.type != field.type else col)
+            frame = pa.Table.from_arrays(columns, schema=self.user_schema)
+            if layout.ordering_fields:
+                require_columns("ordering", layout.ordering_fields, frame.column_names)
+        nulls = null_key_count(frame, layout.record_key_fields)
+        if nulls:
+            raise NullRecordKeyError(layout.record_key_fields, nulls)
+        frame = frame.append_column(RECORD_KEY, record_key_array(frame, layout.record_key_fields))
+        if all(c in frame.column_names for c in layout.partition_fields):
+            frame = frame.append_column(
+                PARTITION_PATH,
+                partition_path_array(frame, layout.partition_fields, hive_style=layout.hive_style),
+            )
+        return frame
+
+    def dedup(self, frame: pa.Table) -> pa.Table:
+        """One record per key: greatest ordering value, then the last occurrence (nulls lose)."""
+        if frame.num_rows <= 1:
+            return frame
+        keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in frame.column_names]
+        ordering = [c for c in self.layout.ordering_fields if c in frame.column_names]
+        indexed = frame.append_column(_SEQ, pa.array(range(frame.num_rows), pa.int64()))
+        names = [*keys, *ordering, _SEQ]
+        try:  # pyarrow >= 25: null placement per key
+            ranked = indexed.sort_by([(c, "ascending", "at_start") for c in names])
+        except (TypeError, ValueError, pa.ArrowInvalid):
+            ranked = indexed.sort_by([(c, "ascending") for c in names], null_placement="at_start")
+        n = ranked.num_rows
+        last = None
+        for k in keys:
+            col = ranked.column(k).combine_chunks()
+            differs = pc.not_equal(col.slice(0, n - 1), col.slice(1))
+            last = differs if last is None else pc.or_(last, differs)
+        mask = pa.concat_arrays([last, pa.array([True])]) if last is not None else pa.array([True] * n)
+        return ranked.filter(mask).drop_columns([_SEQ])
+
+    # -- index --------------------------------------------------------------------------
+    def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
+        by_partition = PARTITION_PATH in frame.column_names
+        partitions = sorted(set(frame.column(PARTITION_PATH).to_pylist())) if by_partition else None
+        files = view.latest_base_files(partitions)
+        pieces = []
+        for f in files:
+            keys = pq.read_table(view.storage.full_path(f.path), columns=[RECORD_KEY, PARTITION_PATH])
+            pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
+        if not pieces:
+            tagged = frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
+            if not by_partition:
+                tagged = tagged.append_column(PARTITION_PATH, pa.nulls(frame.num_rows, pa.string()))
+            return tagged
+        existing = pa.concat_tables(pieces)
+        on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
+        if by_partition:
+            existing = existing.select([*on, FILE_ID_COLUMN])
+        joined = frame.join(existing, keys=on, join_type="left outer")
+        return joined
+
+    # -- routing and writing ------------------------------------------------------------
+    def insert_counts(self, inserts: pa.Table) -> dict[str, int]:
+        if inserts.num_rows == 0:
+            return {}
+        grouped = inserts.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
+        return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column(f"{RECORD_KEY}_count").to_pylist(),
+                        strict=True))
+
+    def route_inserts(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+        by_partition: dict[str, list[InsertBucket]] = {}
+        for b in buckets:
+            by_partition.setdefault(b.partition_path, []).append(b)
+        file_ids = []
+        for partition, key in zip(inserts.column(PARTITION_PATH).to_pylist(), inserts.column(RECORD_KEY).to_pylist(),
+                                  strict=True):
+            position = zlib.crc32(key.encode()) / 2**32
+            chosen = by_partition[partition][-1]
+            for b in by_partition[partition]:
+                if b.low <= position < b.high:
+                    chosen = b
+                    break
+            file_ids.append(chosen.file_id)
+        routed = inserts.drop_columns([FILE_ID_COLUMN])
+        return routed.append_column(FILE_ID_COLUMN, pa.array(file_ids, pa.string()))
+
+    def write_file_groups(self, rows: pa.Table, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]:
+        if rows.num_rows == 0:
+            return []
+        ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
+        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([])
+        stats = []
+        for task, (partition, file_id) in enumerate(
+            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
+        ):
+            mask = pc.and_(pc.equal(ordered.column(PARTITION_PATH), partition),
+                           pc.equal(ordered.column(FILE_ID_COLUMN), file_id))
+            stats.append(
+                write_file_group(
+                    self.spec, ordered.filter(mask), partition_path=partition, file_id=file_id,
+                    base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
+                    task_partition=task,
+                )
+            )
+        return stats
+
+    def write_bulk(self, frame: pa.Table) -> list[WriteStat]:
+        return list(write_new_files(self.spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
+                                    task_partition=0))
+
+
+__all__ = ["ArrowWritePipeline", "FILE_NAME", "as_arrow_table"]

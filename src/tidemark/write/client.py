@@ -1,0 +1,240 @@
+"""One write, end to end and engine-agnostic: validate, plan, write, commit or roll back.
+
+    validate + dedup + index lookup        (engine; nothing on disk yet: bad input changes nothing)
+    start: requested instant               (commit protocol; under the lock in multi-writer modes)
+    plan inserts (file sizing), inflight
+    write file groups                      (engine tasks; markers first)
+    complete: conflict checks, publish     (commit protocol; under the lock)
+
+On a write conflict the write is rolled back and, if
+``hoodie.write.num.retries.on.conflict.failures`` allows, run again from the
+start with a new instant against the new state of the table.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from tidemark.config import WriteConfig
+from tidemark.errors import WriteConflictError
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.names import META_COLUMNS
+from tidemark.format.properties import TableConfig
+from tidemark.format.schema import avro_schema_json
+from tidemark.fsview import FileSystemView
+from tidemark.storage import Storage
+from tidemark.timeline import Action, Instant, Timeline
+from tidemark.write.commit import CommitProtocol, PendingWrite
+from tidemark.write.engine import Frame, WritePipeline
+from tidemark.write.file_group import WriteSpec
+from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.validate import require_columns
+
+log = logging.getLogger(__name__)
+
+OPERATIONS = {
+    "upsert": ("UPSERT", Action.COMMIT),
+    "insert": ("INSERT", Action.COMMIT),
+    "delete": ("DELETE", Action.COMMIT),
+    "bulk_insert": ("BULK_INSERT", Action.COMMIT),
+    "insert_overwrite": ("INSERT_OVERWRITE", Action.REPLACE_COMMIT),
+}
+
+
+@dataclass(frozen=True)
+class WriteOutcome:
+    instant: Instant
+    stats: tuple[WriteStat, ...]
+    operation: str
+    schema: pa.Schema
+    attempts: int = 1
+
+
+PipelineFactory = Callable[[WriteSpec, pa.Schema, str], WritePipeline]
+
+
+class WriteClient:
+    """Runs writes against one table with one engine."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        table_config: TableConfig,
+        config: WriteConfig,
+        make_pipeline: PipelineFactory,
+        *,
+        protocol: CommitProtocol | None = None,
+    ) -> None:
+        self.storage = storage
+        self.table_config = table_config
+        self.config = config
+        self.make_pipeline = make_pipeline
+        self.protocol = protocol or CommitProtocol(storage, config)
+
+    def _user_schema(self, pipeline_schema: pa.Schema, table_schema: pa.Schema | None) -> pa.Schema:
+        """The table's schema, or (first write) the batch's, checked for the key fields."""
+        if table_schema is not None:
+            return table_schema
+        cfg = self.table_config
+        names = pipeline_schema.names
+        require_columns("record key", cfg.record_key_fields, names)
+        require_columns("partition", cfg.partition_fields, names)
+        require_columns("ordering", cfg.ordering_fields, names)
+        return pa.schema([f for f in pipeline_schema if f.name not in META_COLUMNS])
+
+    def write(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
+        retries = self.config.retries_on_conflict
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                outcome = self._write_once(operation, frame, table_schema)
+                return replace(outcome, attempts=attempt)
+            except WriteConflictError as conflict:
+                if attempt > retries:
+                    raise
+                log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
+
+    def _write_once(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
+        op_name, action = OPERATIONS[operation]
+        cfg = self.table_config
+        keys_only = operation == "delete"
+        probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation)
+        frame = probe.drop_meta_columns(frame)
+        incoming_schema = probe.schema_of(frame)
+        if keys_only:
+            user_schema = table_schema or incoming_schema
+        else:
+            user_schema = self._user_schema(incoming_schema, table_schema)
+        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation)
+        protocol = self.protocol
+        protocol.prepare_for_write()
+        view = FileSystemView(self.storage, Timeline.load(self.storage))
+
+        # Everything that can reject the input happens before the instant is requested.
+        prepared = pipeline.prepare(
+            frame, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
+        )
+        persisted: list[Frame] = []
+        try:
+            tagged: Frame | None
+            if operation == "bulk_insert":
+                batch = pipeline.dedup(prepared) if self.config.combine_before_bulk_insert else prepared
+                tagged = None
+            else:
+                batch = pipeline.dedup(prepared)
+                tagged = pipeline.untagged(batch) if operation == "insert_overwrite" else pipeline.tag(batch, view)
+                tagged = pipeline.persist(tagged)
+                persisted.append(tagged)
+                if operation == "insert":
+                    tagged = self._apply_dup_policy(pipeline, tagged)
+
+            pending = protocol.start(op_name, action)
+            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time)
+            try:
+                replaced: dict[str, list[str]] = {}
+                if tagged is None:
+                    protocol.inflight(pending)
+                    stats = pipeline.write_bulk(batch)
+                else:
+                    stats, replaced = self._write_tagged(operation, pipeline, tagged, view, pending)
+                instant = protocol.complete(
+                    pending,
+                    stats,
+                    schema_json=avro_schema_json(user_schema, cfg.name),
+                    replaced_file_ids=replaced,
+                )
+            except BaseException:
+                protocol.abort_if_pending(pending)
+                raise
+        finally:
+            for persisted_frame in persisted:
+                pipeline.unpersist(persisted_frame)
+        return WriteOutcome(instant, tuple(stats), op_name, user_schema)
+
+    def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame) -> Frame:
+        from tidemark.errors import InvalidInputError
+
+        policy = self.config.insert_dup_policy
+        if policy == "drop":
+            return pipeline.only_new(tagged)
+        if policy == "fail":
+            found = pipeline.count_existing(tagged)
+            if found:
+                raise InvalidInputError(
+                    f"{found} record(s) of the insert already exist in the table and "
+                    "hoodie.datasource.insert.dup.policy=fail; use upsert to update them"
+                )
+        return tagged
+
+    def _record_size(self, timeline: Timeline) -> int:
+        """Average bytes per record of the latest commit that wrote files, else the estimate."""
+        for inst in reversed(timeline.by_completion_time()):
+            if not inst.action.writes_data:
+                continue
+            stats = timeline.commit_metadata(inst).write_stats
+            rows = sum(s.num_writes for s in stats)
+            size = sum(s.file_size for s in stats)
+            if rows > 0 and size > 0:
+                return max(1, size // rows)
+        return self.config.record_size_estimate
+
+    def _plan_inserts(
+        self, pipeline: WritePipeline, inserts: Frame, view: FileSystemView, *, use_small_files: bool
+    ) -> list[InsertBucket]:
+        counts = pipeline.insert_counts(inserts)
+        small: dict[str, list[SmallFile]] = {}
+        if use_small_files and self.config.small_file_limit > 0:
+            for base in view.latest_base_files(counts):
+                if base.size < self.config.small_file_limit:
+                    small.setdefault(base.partition_path, []).append(SmallFile(base.file_id, base.path, base.size))
+        return plan_inserts(
+            counts, small, record_size=self._record_size(view.timeline), max_file_size=self.config.max_file_size
+        )
+
+    def _write_tagged(
+        self, operation: str, pipeline: WritePipeline, tagged: Frame, view: FileSystemView, pending: PendingWrite
+    ) -> tuple[list[WriteStat], dict[str, list[str]]]:
+        base_files = {(g.partition_path, g.file_id): g.latest.path for g in view.file_groups()}
+        replaced: dict[str, list[str]] = {}
+        if operation == "delete":
+            self.protocol.inflight(pending)
+            return pipeline.write_file_groups(pipeline.delete_rows(tagged), base_files), replaced
+        updates, inserts = pipeline.split(tagged)
+        buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=operation != "insert_overwrite")
+        for b in buckets:
+            if b.base_file:
+                base_files[(b.partition_path, b.file_id)] = b.base_file
+        if operation == "insert_overwrite":
+            for group in view.file_groups({b.partition_path for b in buckets}):
+                replaced.setdefault(group.partition_path, []).append(group.file_id)
+            base_files = {}
+        self.protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])
+        routed = pipeline.route_inserts(inserts, buckets) if buckets else None
+        return pipeline.write_file_groups(pipeline.upsert_rows(updates, routed), base_files), replaced
+
+
+def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
+    return WriteSpec(
+        base_path=client.storage.base_path,
+        instant_time="",  # set once the instant exists
+        schema=pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(user_schema)),
+        ordering_fields=client.table_config.ordering_fields,
+        compression=client.config.compression,
+        max_file_size=client.config.max_file_size,
+    )
+
+
+def counts(stats: Sequence[WriteStat]) -> tuple[int, int, int]:
+    return (
+        sum(s.num_inserts for s in stats),
+        sum(s.num_updates for s in stats),
+        sum(s.num_deletes for s in stats),
+    )
+
+
+__all__ = ["OPERATIONS", "WriteClient", "WriteOutcome", "counts"]

@@ -1,0 +1,81 @@
+"""What an engine must provide to run a write: the data-parallel steps of the plan.
+
+The write client (:mod:`tidemark.write.client`) decides *what* happens, in
+which order, and runs the commit protocol; an engine decides *how* the rows
+move. ``Frame`` is the engine's batch type (a Spark DataFrame, a pyarrow Table).
+Every engine gives the rows the same columns: the user columns, then
+``_hoodie_record_key``, ``_hoodie_partition_path``, and during planning the
+file id (``_tm_file_id``) and the op (``_tm_op``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.fsview import FileSystemView
+from tidemark.write.file_group import WriteSpec
+from tidemark.write.plan import InsertBucket
+
+Frame = Any
+FILE_ID_COLUMN = "_tm_file_id"
+
+
+@dataclass(frozen=True)
+class TableLayout:
+    """What a pipeline needs to know about the table's keys and partitions."""
+
+    record_key_fields: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    ordering_fields: tuple[str, ...]
+    hive_style: bool
+
+
+class WritePipeline(Protocol):
+    spec: WriteSpec
+
+    def schema_of(self, frame: Frame) -> pa.Schema: ...
+
+    def drop_meta_columns(self, frame: Frame) -> Frame: ...
+
+    def prepare(self, frame: Frame, *, allow_missing: bool, keys_only: bool) -> Frame:
+        """Validate, align to the table schema, reject null keys, add key and partition columns."""
+        ...
+
+    def dedup(self, frame: Frame) -> Frame: ...
+
+    def tag(self, frame: Frame, view: FileSystemView) -> Frame:
+        """Add the file id of each key's current file group (null for new keys)."""
+        ...
+
+    def untagged(self, frame: Frame) -> Frame:
+        """Add a null file id to every row (inserts only)."""
+        ...
+
+    def persist(self, frame: Frame) -> Frame: ...
+
+    def unpersist(self, frame: Frame) -> None: ...
+
+    def count_existing(self, tagged: Frame) -> int: ...
+
+    def only_new(self, tagged: Frame) -> Frame: ...
+
+    def split(self, tagged: Frame) -> tuple[Frame, Frame]:
+        """(rows of existing keys, rows of new keys)."""
+        ...
+
+    def insert_counts(self, inserts: Frame) -> dict[str, int]: ...
+
+    def route_inserts(self, inserts: Frame, buckets: Sequence[InsertBucket]) -> Frame: ...
+
+    def upsert_rows(self, updates: Frame, routed: Frame | None) -> Frame: ...
+
+    def delete_rows(self, tagged: Frame) -> Frame: ...
+
+    def write_file_groups(self, rows: Frame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]: ...
+
+    def write_bulk(self, frame: Frame) -> list[WriteStat]: ...

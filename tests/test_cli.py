@@ -1,0 +1,412 @@
+"""The ``tidemark`` command line, tested through its exit codes and output."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidemark import Table
+from tidemark.cli import rollback as rollback_cmd
+from tidemark.cli.main import main
+from tidemark.cli.output import CliUsageError, instant_time_arg, readable_time
+from tidemark.cli.timeline import select
+from tidemark.config.options import OPTIONS
+from tidemark.timeline import Action, Instant, State
+
+COMMANDS = ("demo", "timeline", "show", "rollback", "options")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_clean_error(err: str, *fragments: str) -> None:
+    assert err.lstrip().splitlines()[-1].startswith("error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+
+
+# -- help, version, usage errors (no Spark) ------------------------------------------------
+
+
+def test_main_help_lists_every_command_and_a_quick_start(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for command in COMMANDS:
+        assert f"\n  {command} " in out
+    assert "quick start:" in out
+    assert "exit codes:" in out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_a_manual(capsys: pytest.CaptureFixture[str], command: str) -> None:
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    assert f"usage: tidemark {command}" in out
+    assert "examples:" in out
+    assert f"tidemark {command}" in out.split("examples:")[1]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import tidemark
+
+    code, out, _ = run(capsys, "--version")
+    assert code == 0
+    assert out.strip() == f"tidemark {tidemark.__version__}"
+
+
+def test_help_as_a_real_process() -> None:
+    console_script = Path(sys.executable).with_name("tidemark")
+    commands = [[sys.executable, "-m", "tidemark", "--help"]]
+    if console_script.exists():
+        commands.append([str(console_script), "--help"])
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert "usage: tidemark" in done.stdout
+        assert "quick start:" in done.stdout
+
+
+def test_no_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys)
+    assert code == 2
+    assert "timeline" in err  # the help, with the command list
+    assert_clean_error(err, "choose a command")
+
+
+def test_unknown_command_and_bad_option_value(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "frobnicate")
+    assert code == 2
+    assert_clean_error(err, "invalid choice")
+    code, _, err = run(capsys, "show", "somewhere", "--limit", "many")
+    assert code == 2
+    assert "usage: tidemark show" in err
+    assert_clean_error(err, "--limit")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [("timeline",), ("show",), ("rollback", "20260101000000000", "--yes")],
+    ids=["timeline", "show", "rollback"],
+)
+def test_missing_table_is_a_clean_error(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    for path in (tmp_path / "nowhere", tmp_path):  # absent, and a folder without a table
+        code, out, err = run(capsys, argv[0], str(path), *argv[1:])
+        assert code == 2
+        assert out == ""
+        assert_clean_error(err, "no Hudi table at")
+
+
+def test_options_lists_every_key(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "options")
+    assert code == 0
+    for option in OPTIONS:
+        assert option.key in out
+    assert f"{len(OPTIONS)} of {len(OPTIONS)} options" in out
+
+
+def test_options_filter(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "options", "compression")
+    assert code == 0
+    assert "hoodie.parquet.compression.codec" in out
+    assert "snappy" in out
+    assert "hoodie.table.name" not in out
+    code, out, _ = run(capsys, "options", "no-such-thing")
+    assert code == 1
+    assert "no option matches" in out
+
+
+def test_options_narrow_terminal(capsys: pytest.CaptureFixture[str], monkeypatch: Any) -> None:
+    monkeypatch.setenv("COLUMNS", "70")
+    code, out, _ = run(capsys, "options")
+    assert code == 0
+    assert "default: snappy" in out
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= 70
+
+
+def test_instant_time_arguments() -> None:
+    assert instant_time_arg("20261122035133493", "t") == "20261122035133493"
+    assert instant_time_arg("2026-11-22T03:51:33.493", "t") == "20261122035133493"
+    assert instant_time_arg("2026-11-22 03:51:33", "t") == "20261122035133000"
+    assert instant_time_arg("2026-11-22T05:51:33+02:00", "t") == "20261122035133000"
+    for bad in ("yesterday", "2026112203", "20261399000000000"):
+        with pytest.raises(CliUsageError):
+            instant_time_arg(bad, "t")
+    assert readable_time("20261122035133493") == "2026-11-22 03:51:33.493"
+    assert readable_time("20261122035133493", date=False) == "03:51:33.493"
+
+
+def test_timeline_selection_keeps_pending_instants() -> None:
+    done = [
+        Instant(f"2026010100000{i:04d}", Action.COMMIT, State.COMPLETED, f"2026010100000{i:04d}")
+        for i in range(30)
+    ]
+    pending = Instant("20251231000000000", Action.COMMIT, State.INFLIGHT)
+    instants = [pending, *done]
+    shown = select(instants, show_all=False, limit=20)
+    assert shown == [pending, *done[-20:]]
+    assert select(instants, show_all=True, limit=20) == instants
+
+
+def test_timeline_of_a_table_without_writes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    Table.create(str(tmp_path / "t"), spark=None, record_key="id")
+    code, out, _ = run(capsys, "timeline", str(tmp_path / "t"))
+    assert code == 0
+    assert "the timeline is empty" in out
+    code, out, _ = run(capsys, "show", str(tmp_path / "t"))
+    assert code == 0
+    assert "0 rows in 0 files" in out
+
+
+# -- a small table written with Spark --------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def cli_spark(request: pytest.FixtureRequest) -> Any:
+    """The suite's shared ``spark`` fixture, or (if conftest has none) the one local session."""
+    try:
+        return request.getfixturevalue("spark")
+    except pytest.FixtureLookupError:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        from pyspark.sql import SparkSession
+
+        session = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "4")
+            .config("spark.sql.session.timeZone", "UTC")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+        return session
+
+
+SCHEMA = "id string, city string, amount long, ts long"
+
+
+@dataclass(frozen=True)
+class Written:
+    path: str
+    first: str  # bulk_insert of ids 0..29 (amount = i)
+    second: str  # upsert: ids 0..4 get amount 1000 + i, ids 30..34 are new
+    first_files: int  # files each commit wrote
+    second_files: int
+    files_now: int  # files of the latest snapshot
+    files_then: int  # files of the snapshot as of `first`
+
+
+@pytest.fixture(scope="module")
+def written(cli_spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Written:
+    path = str(tmp_path_factory.mktemp("cli") / "trips")
+    table = Table.create(path, spark=cli_spark, record_key="id", partition_by="city", ordering_field="ts")
+    cities = ("sf", "nyc", "la")
+    rows = [(f"id-{i:03d}", cities[i % 3], i, 1) for i in range(30)]
+    first = table.bulk_insert(cli_spark.createDataFrame(rows, SCHEMA).coalesce(1))
+    changes = [(f"id-{i:03d}", cities[i % 3], 1000 + i, 2) for i in [*range(5), *range(30, 35)]]
+    second = table.upsert(cli_spark.createDataFrame(changes, SCHEMA))
+    return Written(
+        path, first.instant_time, second.instant_time, first.num_files, second.num_files,
+        len(table.read_plan().files), len(table.read_plan(as_of=first.instant_time).files),
+    )
+
+
+@pytest.fixture
+def copy_of(written: Written, tmp_path: Path) -> Iterator[str]:
+    """A private copy of the written table, for tests that change it."""
+    target = tmp_path / "copy"
+    shutil.copytree(written.path, target)
+    yield str(target)
+
+
+@pytest.mark.spark
+def test_timeline_shows_instants_operations_and_counts(
+    capsys: pytest.CaptureFixture[str], written: Written
+) -> None:
+    code, out, err = run(capsys, "timeline", written.path)
+    assert code == 0, err
+    lines = out.splitlines()
+    first = next(line for line in lines if line.startswith(written.first))
+    second = next(line for line in lines if line.startswith(written.second))
+    assert first.split()[-4:] == ["30", "0", "0", str(written.first_files)]
+    assert "BULK_INSERT" in first and "completed" in first and "commit" in first
+    assert second.split()[-4:] == ["5", "5", "0", str(written.second_files)]
+    assert "UPSERT" in second
+    assert readable_time(written.first) in first  # the readable time next to the raw one
+    assert "2 instant(s)" in out
+
+
+@pytest.mark.spark
+def test_timeline_narrow_terminal(
+    capsys: pytest.CaptureFixture[str], written: Written, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, _ = run(capsys, "timeline", written.path, "--all")
+    assert code == 0
+    assert max(len(line.rstrip()) for line in out.splitlines()) <= 80
+    assert f"{written.second}  commit  completed  UPSERT" in out
+    assert f"+5 inserts  ~5 updates  -0 deletes  {written.second_files} files" in out
+
+
+@pytest.mark.spark
+def test_show_snapshot(capsys: pytest.CaptureFixture[str], written: Written) -> None:
+    code, out, err = run(capsys, "show", written.path, "--limit", "100", "--no-meta")
+    assert code == 0, err
+    assert f"35 rows in {written.files_now} files, latest snapshot; showing all" in out
+    assert "_hoodie" not in out
+    amounts = {line.split()[0]: int(line.split()[2]) for line in out.splitlines() if line.startswith("id-")}
+    assert len(amounts) == 35
+    assert amounts["id-000"] == 1000 and amounts["id-010"] == 10 and amounts["id-034"] == 1034
+
+
+@pytest.mark.spark
+def test_show_limit_columns_and_meta(capsys: pytest.CaptureFixture[str], written: Written) -> None:
+    code, out, _ = run(capsys, "show", written.path, "-n", "4", "-c", "amount,id")
+    assert code == 0
+    header = out.splitlines()[0].split()
+    assert header == ["amount", "id"]
+    assert sum(1 for line in out.splitlines() if "id-" in line) == 4
+    assert f"35 rows in {written.files_now} files, latest snapshot; showing 4" in out
+
+    code, out, _ = run(capsys, "show", written.path, "-n", "1")
+    assert out.splitlines()[0].split()[:2] == ["_hoodie_commit_time", "_hoodie_commit_seqno"]
+
+    code, out, _ = run(capsys, "show", written.path, "--limit", "0")
+    assert code == 0
+    assert out.strip() == f"35 rows in {written.files_now} files, latest snapshot"
+
+    code, _, err = run(capsys, "show", written.path, "--columns", "id,nope")
+    assert code == 2
+    assert_clean_error(err, "nope", "amount")
+
+
+@pytest.mark.spark
+def test_show_time_travel(capsys: pytest.CaptureFixture[str], written: Written) -> None:
+    code, out, _ = run(capsys, "show", written.path, "--as-of", written.first, "-n", "50", "--no-meta")
+    assert code == 0
+    assert f"30 rows in {written.files_then} files, as of {written.first}" in out
+    amounts = {line.split()[0]: int(line.split()[2]) for line in out.splitlines() if line.startswith("id-")}
+    assert amounts["id-000"] == 0 and "id-030" not in amounts
+
+    readable = readable_time(written.second)  # a readable time works too
+    code, out, _ = run(capsys, "show", written.path, "--as-of", readable, "-n", "0")
+    assert code == 0
+    assert "35 rows" in out
+
+    code, out, _ = run(capsys, "show", written.path, "--as-of", "2000-01-01")
+    assert code == 0
+    assert "0 rows in 0 files" in out
+
+    code, _, err = run(capsys, "show", written.path, "--as-of", "last tuesday")
+    assert code == 2
+    assert_clean_error(err, "--as-of")
+
+
+@pytest.mark.spark
+def test_show_damaged_data_file(capsys: pytest.CaptureFixture[str], copy_of: str) -> None:
+    victim = Path(copy_of, Table.open(copy_of, spark=None).read_plan().files[0].path)
+    victim.write_bytes(b"this is not parquet")
+    code, out, err = run(capsys, "show", copy_of)
+    assert code == 1
+    assert_clean_error(err, "cannot read", victim.name)
+
+
+@pytest.mark.spark
+def test_rollback_latest_commit(capsys: pytest.CaptureFixture[str], written: Written, copy_of: str) -> None:
+    code, out, err = run(capsys, "rollback", copy_of, written.second, "--yes")
+    assert code == 0, err
+    assert f"rolled back {written.second}: deleted {written.second_files} data file(s)" in out
+    deleted = [line for line in out.splitlines() if line.strip().startswith("deleted city=")]
+    assert len(deleted) == written.second_files
+
+    code, out, _ = run(capsys, "show", copy_of, "-n", "0")
+    assert "30 rows" in out
+    code, out, _ = run(capsys, "timeline", copy_of)
+    rollback_line = next(line for line in out.splitlines() if " rollback " in line)
+    assert f"of {written.second}" in rollback_line
+    assert written.second not in out.replace(f"of {written.second}", "")
+
+    # Rolled back already: it is no longer on the timeline.
+    code, _, err = run(capsys, "rollback", copy_of, written.second, "--yes")
+    assert code == 2
+    assert_clean_error(err, "not found")
+
+
+@pytest.mark.spark
+def test_rollback_refuses_a_commit_that_later_ones_build_on(
+    capsys: pytest.CaptureFixture[str], written: Written, copy_of: str
+) -> None:
+    code, out, err = run(capsys, "rollback", copy_of, written.first, "--yes")
+    assert code == 1
+    assert_clean_error(err, "cannot be rolled back", written.second)
+    code, out, _ = run(capsys, "show", copy_of, "-n", "0")
+    assert "35 rows" in out  # unchanged
+
+
+@pytest.mark.spark
+def test_rollback_pending_write(capsys: pytest.CaptureFixture[str], copy_of: str) -> None:
+    pending = "20990101000000000"
+    Path(copy_of, ".hoodie", "timeline", f"{pending}.commit.requested").touch()
+    code, out, _ = run(capsys, "timeline", copy_of)
+    assert "1 pending" in out
+    code, out, err = run(capsys, "rollback", copy_of, pending)  # stdin is not a terminal: no question
+    assert code == 0, err
+    assert "pending: its files are not visible to readers" in out
+    assert f"rolled back {pending}" in out
+    code, out, _ = run(capsys, "timeline", copy_of)
+    assert not any(line.startswith(pending) for line in out.splitlines())  # its row is gone
+    assert f"of {pending}" in out  # and the rollback's row names it
+    assert out.splitlines()[-1] == "3 instant(s)"  # two commits and the rollback; none pending
+
+
+@pytest.mark.spark
+def test_rollback_asks_and_can_be_declined(
+    capsys: pytest.CaptureFixture[str], written: Written, copy_of: str, monkeypatch: Any
+) -> None:
+    monkeypatch.setattr(rollback_cmd, "stdin_is_interactive", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    code, out, _ = run(capsys, "rollback", copy_of, written.second)
+    assert code == 1
+    assert "aborted; nothing was changed" in out
+    code, out, _ = run(capsys, "show", copy_of, "-n", "0")
+    assert "35 rows" in out
+
+    monkeypatch.setattr("builtins.input", lambda prompt="": "yes")
+    code, out, _ = run(capsys, "rollback", copy_of, written.second)
+    assert code == 0
+    assert f"rolled back {written.second}" in out
+
+
+@pytest.mark.spark
+def test_demo_end_to_end(capsys: pytest.CaptureFixture[str], cli_spark: Any, tmp_path: Path) -> None:
+    """The whole demo, once, small; it reuses the test session and leaves it running."""
+    path = tmp_path / "demo"
+    code, out, err = run(capsys, "demo", "--rows", "100", "--path", str(path))
+    assert code == 0, out + err
+    assert "Traceback" not in err
+    for operation in ("BULK_INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE", "INSERT"):
+        assert operation in out
+    for writer in ("ingest", "correction", "GDPR delete", "backfill"):
+        assert f"{writer}:" in out
+    assert "one after another" in out  # says honestly that the writers are not concurrent
+    assert "tidemark reads the expected" in out
+    assert "hudi-rs agrees:" in out
+    assert (path / ".hoodie" / "hoodie.properties").exists()  # a table at --path is kept
+    assert cli_spark.range(3).count() == 3  # the shared session still works
+
+    code, _, err = run(capsys, "demo", "--path", str(path))  # not empty any more
+    assert code == 2
+    assert_clean_error(err, "new or empty folder")
