@@ -248,6 +248,37 @@ def spark_batch(spark, batch: Batch):  # type: ignore[no-untyped-def]
 
 
 # -- timing ---------------------------------------------------------------------------------
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and all its descendants.
+
+    That is the driver, the Spark JVM, its Python workers and delta-rs's threads: a
+    measure of work that other processes competing for the cores do not inflate the
+    way they inflate wall time.
+    """
+    tick = os.sysconf("SC_CLK_TCK")
+    parent: dict[int, int] = {}
+    cpu: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2:].split()
+        pid = int(name)
+        parent[pid] = int(rest[1])
+        cpu[pid] = sum(int(x) for x in rest[11:15])  # utime stime cutime cstime
+    mine = {os.getpid()}
+    grew = True
+    while grew:
+        new = {pid for pid, ppid in parent.items() if ppid in mine and pid not in mine}
+        mine |= new
+        grew = bool(new)
+    return sum(cpu.get(pid, 0) for pid in mine) / tick
+
+
 @dataclass
 class Measurement:
     n: int
@@ -255,6 +286,8 @@ class Measurement:
     bench: str  # bulk | random | narrow
     engine: str  # tidemark | raw | delta | ...
     seconds: float
+    cpu_s: float  # CPU seconds of this process tree during the step
+    load1: float  # 1-minute load average at the end of the step (2 cores)
     start_ms: int
     end_ms: int
     label: str
@@ -270,6 +303,7 @@ class Recorder:
         label = f"{bench}|{engine}|{n}|{rep}"
         if self.sc is not None:
             self.sc.setLocalProperty(LABEL_PROP, label)
+        cpu0 = tree_cpu_seconds()
         start = time.time()
         try:
             value = fn()
@@ -277,10 +311,12 @@ class Recorder:
             end = time.time()
             if self.sc is not None:
                 self.sc.setLocalProperty(LABEL_PROP, "untimed")
-        m = Measurement(n, rep, bench, engine, end - start, int(start * 1000), int(end * 1000), label)
+        cpu = tree_cpu_seconds() - cpu0
+        m = Measurement(n, rep, bench, engine, end - start, cpu, os.getloadavg()[0],
+                        int(start * 1000), int(end * 1000), label)
         self.results.append(m)
         print(f"  [{time.strftime('%H:%M:%S')}] N={n:>9,} rep {rep} {bench:<7} {engine:<22} "
-              f"{m.seconds:8.2f} s", flush=True)
+              f"{m.seconds:8.2f} s  cpu {cpu:7.1f} s  load {m.load1:4.1f}", flush=True)
         return value, m
 
 
@@ -631,6 +667,10 @@ def _runs(ms: list[Measurement]) -> str:
     return ", ".join(f"{x.seconds:.1f}" for x in ms)
 
 
+def _cpu(ms: list[Measurement]) -> float:
+    return statistics.median(x.cpu_s for x in ms)
+
+
 def pick(results: list[Measurement], n: int, bench: str, engine: str) -> list[Measurement]:
     return [m for m in results if m.n == n and m.bench == bench and m.engine == engine]
 
@@ -651,6 +691,13 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
         f"({args.batch_rows // 2:,} updates + {args.batch_rows - args.batch_rows // 2:,} new keys); "
         f"{args.rows_per_file:,} rows per input partition/file; ordering field "
         f"{args.ordering_field or 'none'}; {args.repeat} run(s) each, median reported.")
+    loads = [m.load1 for m in results]
+    if loads:
+        add("")
+        add(f"1-minute load average at the end of the timed steps: median {statistics.median(loads):.1f}, "
+            f"max {max(loads):.1f} (2 cores: above ~2, other processes were competing for the CPU). "
+            "`CPU s` is the CPU time of this benchmark's own processes (driver, Spark JVM, Python "
+            "workers, delta-rs threads) during the step, which competing load inflates much less than wall time.")
     add("")
 
     def met(ratio: float, target: float) -> str:
@@ -658,40 +705,42 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
 
     add("### 1. bulk_insert vs `df.write.parquet`")
     add("")
-    add("| rows | tidemark s | raw parquet s | tidemark/raw | target | met | tidemark MB / files | raw MB / files"
-        " | runs tidemark · raw |")
-    add("|---:|---:|---:|---:|---:|:---:|---:|---:|---|")
+    add("| rows | tidemark s | raw parquet s | tidemark/raw | target | met | CPU s tidemark · raw (ratio) "
+        "| tidemark MB / files | raw MB / files | runs tidemark · raw |")
+    add("|---:|---:|---:|---:|---:|:---:|---:|---:|---:|---|")
     for n in args.rows:
         tm, raw = pick(results, n, "bulk", "tidemark"), pick(results, n, "bulk", "raw")
         if not tm or not raw:
             continue
         r = _median(tm) / _median(raw)
         add(f"| {n:,} | {_median(tm):.1f} | {_median(raw):.1f} | {r:.2f}× | ≤ {TARGETS['bulk']}× | "
-            f"{met(r, TARGETS['bulk'])} | {tm[0].extra['bytes'] / 1e6:.0f} / {tm[0].extra['files']} | "
+            f"{met(r, TARGETS['bulk'])} | {_cpu(tm):.0f} · {_cpu(raw):.0f} ({_cpu(tm) / _cpu(raw):.2f}×) | "
+            f"{tm[0].extra['bytes'] / 1e6:.0f} / {tm[0].extra['files']} | "
             f"{raw[0].extra['bytes'] / 1e6:.0f} / {raw[0].extra['files']} | {_runs(tm)} · {_runs(raw)} |")
     add("")
     for idx, kind, title in ((2, "random", "upsert, updates spread over the key space"),
                              (3, "narrow", "upsert, updates in one narrow key range")):
         add(f"### {idx}. {title}: tidemark vs raw full-outer-join rewrite")
         add("")
-        add("| rows | tidemark s | raw rewrite s | tidemark/raw | target | met | files rewritten | "
-            "tasks writing files | runs tidemark · raw |")
-        add("|---:|---:|---:|---:|---:|:---:|---:|---:|---|")
+        add("| rows | tidemark s | raw rewrite s | tidemark/raw | target | met | CPU s tidemark · raw (ratio) "
+            "| files rewritten | tasks writing files | runs tidemark · raw |")
+        add("|---:|---:|---:|---:|---:|:---:|---:|---:|---:|---|")
         for n in args.rows:
             tm, raw = pick(results, n, kind, "tidemark"), pick(results, n, kind, "raw")
             if not tm or not raw:
                 continue
             r = _median(tm) / _median(raw)
             add(f"| {n:,} | {_median(tm):.1f} | {_median(raw):.1f} | {r:.2f}× | ≤ {TARGETS[kind]}× | "
-                f"{met(r, TARGETS[kind])} | {tm[0].extra['files']} of {math.ceil(n / args.rows_per_file)} | "
+                f"{met(r, TARGETS[kind])} | {_cpu(tm):.0f} · {_cpu(raw):.0f} ({_cpu(tm) / _cpu(raw):.2f}×) | "
+                f"{tm[0].extra['files']} of {math.ceil(n / args.rows_per_file)} | "
                 f"{tm[0].extra['writing_tasks']} | {_runs(tm)} · {_runs(raw)} |")
         add("")
     if not args.skip_delta:
         add("### 4. upsert: tidemark vs delta-rs merge")
         add("")
-        add("| rows | batch | tidemark s | delta-rs merge s | tidemark/delta | delta-rs streamed_exec=False s"
-            " | delta files removed→added | runs tidemark · delta |")
-        add("|---:|---|---:|---:|---:|---:|---:|---|")
+        add("| rows | batch | tidemark s | delta-rs merge s | tidemark/delta | CPU s tidemark · delta "
+            "| delta-rs streamed_exec=False s | delta files removed→added | runs tidemark · delta |")
+        add("|---:|---|---:|---:|---:|---:|---:|---:|---|")
         for n in args.rows:
             for kind in ("random", "narrow"):
                 tm, dl = pick(results, n, kind, "tidemark"), pick(results, n, kind, "delta-rs")
@@ -701,7 +750,8 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
                 x = dl[0].extra
                 files = f"{x.get('num_target_files_removed', '?')}→{x.get('num_target_files_added', '?')}"
                 add(f"| {n:,} | {kind} | {_median(tm):.1f} | {_median(dl):.1f} | "
-                    f"{_median(tm) / _median(dl):.2f}× | {(f'{_median(un):.1f}' if un else '–')} | {files} | "
+                    f"{_median(tm) / _median(dl):.2f}× | {_cpu(tm):.0f} · {_cpu(dl):.1f} | "
+                    f"{(f'{_median(un):.1f}' if un else '–')} | {files} | "
                     f"{_runs(tm)} · {_runs(dl)} |")
         add("")
         add("Delta initial load (`write_deltalake` from an in-memory Arrow table, one append per "

@@ -9,6 +9,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from rich import box
 from rich.markup import escape
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, count, seconds
 from tidemark.cli.timeline import print_timeline
@@ -244,23 +246,23 @@ def tell(story: Story, rows: int) -> None:
     ui.out.print()
     ui.out.print("[bold]The basics: one table, every write operation[/]")
     batch = trips.new(rows)
-    story.write("ingest", f"bulk_insert the initial load of {count(rows)} trips",
+    story.write("bulk_insert", f"the initial load of {count(rows)} trips",
                 table.bulk_insert, batch, after=lambda: trips.upserted(batch))
 
     tipped = [_later(r, fare=round(r[3] + 2.5, 2)) for r in trips.pick(rows // 10)]
     arrivals = trips.new(small)
     mixed = tipped + arrivals
-    story.write("ingest", f"upsert {count(len(tipped))} tipped trips and {count(len(arrivals))} new",
+    story.write("upsert", f"{count(len(tipped))} trips get a tip, {count(len(arrivals))} new trips",
                 table.upsert, mixed, after=lambda: trips.upserted(mixed))
 
     cancelled = trips.pick(max(rows // 50, 2))
-    story.write("ingest", f"delete {count(len(cancelled))} cancelled trips",
+    story.write("delete", f"{count(len(cancelled))} cancelled trips, by key",
                 table.delete, cancelled, after=lambda: trips.deleted(r[0] for r in cancelled))
 
     reimport = trips.new(rows // 8, city=OVERWRITTEN_CITY)
     story.write(
-        "ingest",
-        f"insert_overwrite city={OVERWRITTEN_CITY} with a re-import of {count(len(reimport))} trips",
+        "insert_overwrite",
+        f"city={OVERWRITTEN_CITY} replaced by a re-import of {count(len(reimport))} trips",
         table.insert_overwrite,
         reimport,
         after=lambda: trips.overwritten(OVERWRITTEN_CITY, reimport),
@@ -283,10 +285,8 @@ def tell(story: Story, rows: int) -> None:
     story.write("correction", f"upsert {count(len(fixed))} corrected fares",
                 table.upsert, fixed, after=lambda: trips.upserted(fixed))
 
-    rider = max(
-        {r[2] for r in trips.expected.values()},
-        key=lambda name: (sum(1 for r in trips.expected.values() if r[2] == name), name),
-    )
+    trips_per_rider = Counter(r[2] for r in trips.expected.values())
+    rider = max(trips_per_rider, key=lambda name: (trips_per_rider[name], name))
     from pyspark.sql import functions as F
 
     found = [
@@ -340,7 +340,7 @@ def verify(ui: Ui, table: Table, trips: Trips) -> bool:
     grid.add_column("city")
     grid.add_column("rows", justify="right")
     for city in sorted(per_city):
-        grid.add_row(city, count(per_city[city]))
+        grid.add_row(Text(str(city)), count(per_city[city]))
     grid.add_row("[bold]total[/]", f"[bold]{count(len(keys))}[/]")
     ui.out.print(grid)
 

@@ -8,6 +8,7 @@ Expected errors print ``error: <message>`` on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -100,6 +101,14 @@ def _print_error(ui: Ui, message: str) -> None:
     ui.err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
 
 
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass  # not a real file (a test's capture): nothing will be flushed to a closed pipe
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     ui = make_ui()
@@ -124,6 +133,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except TidemarkError as exc:
         _print_error(ui, str(exc))
+        return EXIT_FAILED
+    except BrokenPipeError:
+        # The reader went away (`tidemark show PATH | head`): stop quietly, like other tools.
+        _silence_stdout()
         return EXIT_FAILED
     except OSError as exc:
         _print_error(ui, f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else ""))

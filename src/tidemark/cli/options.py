@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rich import box
+from rich.markup import escape
 from rich.padding import Padding
 from rich.table import Table as RichTable
 from rich.text import Text
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     chosen = [o for o in OPTIONS if all(w in f"{o.key} {o.doc}".lower() for w in words)]
     if not chosen:
         wanted = " ".join(args.words)
-        ui.out.print(f"no option matches {wanted!r}; `tidemark options` lists them all")
+        ui.out.print(f"no option matches {escape(repr(wanted))}; `tidemark options` lists them all")
         return 1
     if ui.out.width >= TABLE_WIDTH:
         grid = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         grid.add_column("scope", no_wrap=True)
         grid.add_column("description", ratio=1)
         for option in chosen:
-            grid.add_row(option.key, _default(option), option.scope, option.doc)
+            grid.add_row(Text(option.key), _default(option), option.scope, Text(option.doc))
         ui.out.print(grid)
     else:  # narrow terminal: one short block per option
         for option in chosen:

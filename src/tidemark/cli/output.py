@@ -17,7 +17,7 @@ from tidemark.timeline.instant_time import format_instant_time, parse_instant_ti
 
 # Output that is not going to a terminal (a pipe, a file, a test's capture) is not wrapped
 # at rich's default 80 columns: a wide table is easier to read and grep than a folded one.
-_PIPE_WIDTH = 200
+_PIPE_WIDTH = 320
 
 
 PATH_HELP = "folder of the table (the one holding .hoodie/)"

@@ -160,16 +160,17 @@ def _read_file(
     return kept_rows, rows
 
 
-def cell(value: Any) -> Text | str:
+def cell(value: Any) -> Text:
+    """A value as printed: Text, so that brackets in the data are never read as markup."""
     if value is None:
         return Text("null", style="dim")
     if isinstance(value, float):
-        return repr(value)
+        return Text(repr(value))
     if isinstance(value, dt.datetime):
-        return value.isoformat(sep=" ")
+        return Text(value.isoformat(sep=" "))
     if isinstance(value, bytes):
-        return value[:16].hex() + ("…" if len(value) > 16 else "")
-    return str(value)
+        return Text(value[:16].hex() + ("…" if len(value) > 16 else ""))
+    return Text(str(value))
 
 
 def _available_columns(table: Table, plan: ReadPlan) -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from rich import box
 from rich.console import Group, RenderableType
+from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -162,7 +163,7 @@ def render(rows: list[InstantRow]) -> RichTable:
             _completed_at(inst),
             inst.action.value,
             Text(inst.state.value, style=_STATE_STYLE[inst.state]),
-            row.operation,
+            Text(row.operation),
             _num(row.inserts),
             _num(row.updates),
             _num(row.deletes),
@@ -216,7 +217,7 @@ def print_timeline(ui: Ui, table: Table, *, show_all: bool = True, title: str | 
     instants = timeline.instants
     shown = select(instants, show_all)
     if not instants:
-        ui.out.print(f"{table.path}: the timeline is empty (no writes yet)")
+        ui.out.print(f"{escape(table.path)}: the timeline is empty (no writes yet)")
         return 0
     rows = [describe(table, timeline, i) for i in shown]
     if title:

@@ -2,9 +2,12 @@
 
 Three questions, as in Hudi's strategy interface:
 
-1. which instants are *candidates*: data instants that completed after this
-   write started (their completion time is later than our requested time), plus
-   pending table-service plans (compaction, clustering);
+1. which instants are *candidates*: data instants that completed but were not
+   yet completed in the timeline snapshot this write planned against (its index
+   lookup and file sizing could not see them), plus pending table-service plans
+   (compaction, clustering). Comparing with the snapshot, not with our requested
+   time, matters: a commit can complete after we loaded the timeline but before
+   our instant time was generated;
 2. does a candidate *conflict* with this write — each rule below raises
    :class:`WriteConflictError` with the instant and file groups:
    * ``no_shared_file_groups``: both wrote (or replaced) a file group;
@@ -36,15 +39,16 @@ _SERVICE_PLANS = {Action.COMPACTION, Action.CLUSTERING, Action.LOG_COMPACTION}
 
 @dataclass(frozen=True)
 class CommitWindow:
-    """What this write validates against: everything that completed after ``requested_time``."""
+    """What this write validates against: every data instant its snapshot did not contain."""
 
     requested_time: str
+    seen: frozenset[str]  # requested times of the instants completed in the write's snapshot
 
     def candidates(self, timeline: Timeline) -> list[Instant]:
         done = [
             i
             for i in timeline.completed_data_instants
-            if i.requested_time != self.requested_time and (i.completion_time or "") > self.requested_time
+            if i.requested_time != self.requested_time and i.requested_time not in self.seen
         ]
         plans = [i for i in timeline.pending if i.action in _SERVICE_PLANS]
         return sorted(done, key=lambda i: i.completion_time or "") + plans
@@ -55,6 +59,7 @@ class PendingCommit:
     instant_time: str
     stats: tuple[WriteStat, ...]
     replaced: dict[str, tuple[str, ...]]
+    seen: frozenset[str]  # instants completed in the snapshot the write planned against
 
     def file_groups(self) -> set[tuple[str, str]]:
         touched = {(s.partition_path, s.file_id) for s in self.stats}
@@ -84,7 +89,7 @@ class ConflictResolutionStrategy:
     check_keys = True
 
     def check(self, storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
-        window = CommitWindow(mine.instant_time)
+        window = CommitWindow(mine.instant_time, mine.seen)
         for theirs in window.candidates(timeline):
             if not theirs.is_completed:
                 self._no_pending_service_on(theirs, storage, mine)

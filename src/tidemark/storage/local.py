@@ -80,10 +80,14 @@ class LocalStorage:
             return out
         with entries:
             for entry in entries:
-                if entry.is_file(follow_symlinks=False):
+                try:
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
                     st = entry.stat()
-                    rel = f"{path}/{entry.name}" if path else entry.name
-                    out.append(FileInfo(rel, st.st_size, st.st_mtime))
+                except FileNotFoundError:  # deleted while we listed: another writer's temp file
+                    continue
+                rel = f"{path}/{entry.name}" if path else entry.name
+                out.append(FileInfo(rel, st.st_size, st.st_mtime))
         return out
 
     def list_subdirs(self, path: str) -> list[str]:
@@ -108,7 +112,10 @@ class LocalStorage:
                         continue
                     stack.append(rel)
                 elif entry.is_file(follow_symlinks=False):
-                    st = entry.stat()
+                    try:
+                        st = entry.stat()
+                    except FileNotFoundError:  # deleted while we listed
+                        continue
                     yield FileInfo(rel, st.st_size, st.st_mtime)
 
     def delete(self, path: str) -> bool:

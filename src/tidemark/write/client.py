@@ -134,6 +134,7 @@ class WriteClient:
                     tagged = self._apply_dup_policy(pipeline, tagged)
 
             pending = protocol.start(op_name, action)
+            pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
             pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time)
             try:
                 replaced: dict[str, list[str]] = {}

@@ -28,12 +28,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from tidemark.concurrency.conflict import ConflictResolutionStrategy, PendingCommit, strategy_by_name
-from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
+from tidemark.concurrency.heartbeat import HEARTBEAT_DIR, Heartbeat, HeartbeatPolicy
 from tidemark.concurrency.transaction import NoLock, TableLock
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
-from tidemark.format.names import PARTITION_METAFILE, TIMELINE_DIR, join_partition, partition_metafile_content
+from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -49,6 +49,9 @@ class PendingWrite:
     action: Action
     operation: str
     heartbeat: Heartbeat | None = field(default=None, repr=False)
+    # Instants completed in the timeline snapshot the write planned against: any other
+    # instant that completes before we commit is a conflict candidate.
+    seen: frozenset[str] | None = None
 
 
 def _requested_ms(instant_time: str) -> int:
@@ -97,7 +100,9 @@ class CommitProtocol:
         back once.
         """
         results: list[RollbackResult] = []
-        if not self.expired_pending_writes(Timeline.load(self.storage)):
+        timeline = Timeline.load(self.storage)
+        self._remove_leftovers_of_completed(timeline)
+        if not self.expired_pending_writes(timeline):
             return results
         with self.lock.hold("roll back failed writes"):
             timeline = Timeline.load(self.storage)
@@ -108,6 +113,15 @@ class CommitProtocol:
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
         return results
+
+    def _remove_leftovers_of_completed(self, timeline: Timeline) -> None:
+        """Heartbeats and markers that a writer dying right after publishing left behind."""
+        for info in self.storage.list_dir(HEARTBEAT_DIR):
+            if timeline.is_completed(info.name) and self.heartbeats.is_expired(self.storage, info.name):
+                self.storage.delete(info.path)
+        for name in self.storage.list_subdirs(TEMP_DIR):
+            if timeline.is_completed(name):
+                delete_markers(self.storage, name)
 
     def prepare_for_write(self) -> list[RollbackResult]:
         policy = self.config.failed_writes_policy
@@ -210,7 +224,14 @@ class CommitProtocol:
             with self.lock.hold("commit"):
                 timeline = Timeline.load(self.storage)
                 if self.config.multi_writer:
-                    self.strategy.check(self.storage, timeline, PendingCommit(pending.instant_time, tuple(stats), replaced))
+                    seen = pending.seen
+                    if seen is None:  # no snapshot recorded: everything completed after we started counts
+                        seen = frozenset(
+                            i.requested_time for i in timeline.completed if i.requested_time < pending.instant_time
+                            and (i.completion_time or "") < pending.instant_time
+                        )
+                    mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
+                    self.strategy.check(self.storage, timeline, mine)
                     self._still_mine(pending, timeline)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)

@@ -1,0 +1,112 @@
+"""Randomized history check: many writer processes, overlapping keys, random crashes.
+
+The final table must equal the replay, in completion-time order, of exactly the
+batches that committed: no duplicate keys, nothing from aborted or crashed
+writes, and hudi-rs must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+import tidemark
+from conftest import hudi_rs_read
+from tidemark.storage import LocalStorage
+from tidemark.timeline import Timeline
+
+WRITER = str(Path(__file__).with_name("writer_process.py"))
+WRITERS, ITERATIONS, KEYS, PARTITIONS, KILLS = 4, 110, 96, 24, 3
+OPTIONS = {
+    "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+    "hoodie.write.lock.provider": "filesystem",
+    "hoodie.client.heartbeat.interval_in_ms": "300",
+    "hoodie.client.heartbeat.tolerable.misses": "3",
+    "hoodie.write.lock.wait_time_ms_between_retry": "20",
+}
+
+
+def _spawn(tmp: Path, table: str, writer: str, seed: int, iterations: int) -> subprocess.Popen[bytes]:
+    spec = {"table": table, "options": OPTIONS, "loop": True, "writer": writer, "seed": seed,
+            "iterations": iterations, "keys": KEYS, "partitions": PARTITIONS, "log": str(tmp / f"{writer}.log")}
+    path = tmp / f"{writer}.json"
+    path.write_text(json.dumps(spec))
+    return subprocess.Popen([sys.executable, WRITER, str(path)])
+
+
+def _batch_of_instant(storage: LocalStorage, timeline: Timeline, instant: Any) -> str | None:
+    """Which batch an instant wrote, from the rows carrying its commit time (old versions stay on disk)."""
+    for stat in timeline.commit_metadata(instant).write_stats:
+        table = pq.read_table(storage.full_path(stat.path), columns=["_hoodie_commit_time", "batch"])
+        mine = table.filter(pc.equal(table.column("_hoodie_commit_time"), instant.requested_time))
+        if mine.num_rows:
+            return str(mine.column("batch")[0].as_py())
+    return None
+
+
+def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    tidemark.Table.create(path, spark=None, record_key="id", partition_by="part", options=OPTIONS).close()
+    rng = random.Random(11)
+    procs = {f"w{i}": _spawn(tmp_path, path, f"w{i}", i, ITERATIONS) for i in range(WRITERS)}
+    kills = 0
+    deadline = time.monotonic() + 600
+    while any(p.poll() is None for p in procs.values()):
+        assert time.monotonic() < deadline, "writers did not finish"
+        time.sleep(rng.uniform(0.5, 2.0))
+        alive = [name for name, p in procs.items() if p.poll() is None]
+        if kills < KILLS and alive:
+            victim = rng.choice(alive)
+            os.kill(procs[victim].pid, signal.SIGKILL)
+            procs[victim].wait()
+            kills += 1
+            replacement = f"{victim}r{kills}"
+            procs[replacement] = _spawn(tmp_path, path, replacement, 100 + kills, ITERATIONS // 3)
+    assert all(p.returncode in (0, -signal.SIGKILL) for p in procs.values())
+
+    table = tidemark.Table.open(path, spark=None, options=OPTIONS)
+    storage = LocalStorage(path)
+    deadline = time.monotonic() + 30
+    while Timeline.load(storage).pending:  # crashed writes: cleaned once their heartbeats expire
+        assert time.monotonic() < deadline, "failed writes were never cleaned"
+        table.clean()
+        time.sleep(0.2)
+
+    intents: dict[str, list[dict[str, Any]]] = {}
+    for log in tmp_path.glob("*.log"):
+        for line in log.read_text().splitlines():
+            entry = json.loads(line)
+            if entry["state"] == "intent":
+                intents[entry["batch"]] = entry["rows"]
+    timeline = Timeline.load(storage)
+    committed = []
+    for inst in timeline.completed_data_instants:
+        batch = _batch_of_instant(storage, timeline, inst)
+        if batch is not None:  # the seed commit has no batch column value
+            committed.append((inst.completion_time, batch))
+    committed.sort()
+    assert len(committed) >= 200, f"only {len(committed)} commits"
+
+    model: dict[int, dict[str, Any]] = {}
+    for _, batch in committed:
+        for row in intents[batch]:
+            model[row["id"]] = row
+    got = table.read().select(["id", "part", "batch", "v"]).to_pylist()
+    ids = [r["id"] for r in got]
+    assert len(ids) == len(set(ids)), "duplicate keys"
+    assert {r["id"]: r for r in got} == model
+    committed_batches = {b for _, b in committed}
+    assert {r["batch"] for r in got} <= committed_batches, "rows of an aborted or crashed write are visible"
+    theirs = hudi_rs_read(path).select(["id", "part", "batch", "v"]).to_pylist()
+    assert {r["id"]: r for r in theirs} == model
+    table.close()

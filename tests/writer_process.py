@@ -1,0 +1,152 @@
+"""A writer in its own OS process, for the multi-writer scenario tests.
+
+Run as ``python writer_process.py SPEC.json``. The spec says which table and
+options, which operation and rows, and optionally:
+
+* ``pause_before_commit``: {"ready": path, "go": path} — after writing its files
+  the writer creates ``ready`` and waits for ``go`` before committing, so tests
+  can line several writers up for a real race;
+* ``crash_at``: a protocol step at which the process SIGKILLs itself:
+  ``after_requested``, ``while_writing``, ``holding_lock``, ``after_publish``;
+* ``loop``: run many random upserts (the randomized history test).
+
+The outcome goes to ``result`` as JSON: committed (instant, completion) or the
+error's type and fields.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import tidemark
+from tidemark.write import commit as commit_module
+
+
+def _die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _install_hooks(spec: dict[str, Any]) -> None:
+    crash = spec.get("crash_at")
+    pause = spec.get("pause_before_commit")
+    protocol_cls = commit_module.CommitProtocol
+
+    if crash == "after_requested":
+        def inflight(self: Any, pending: Any, planned: Any = ()) -> None:
+            Path(spec["crash_signal"]).write_text(pending.instant_time)
+            _die()
+        protocol_cls.inflight = inflight  # type: ignore[method-assign]
+
+    if crash == "while_writing":
+        from tidemark.engines.arrow import writer as arrow_writer
+
+        original_write = arrow_writer.write_file_group
+
+        def write_file_group(spec_: Any, *args: Any, **kwargs: Any) -> Any:
+            stat = original_write(spec_, *args, **kwargs)
+            Path(spec["crash_signal"]).write_text(spec_.instant_time)
+            _die()
+            return stat
+        arrow_writer.write_file_group = write_file_group  # type: ignore[assignment]
+
+    if pause or crash in ("holding_lock", "after_publish"):
+        original_complete = protocol_cls.complete
+
+        def complete(self: Any, pending: Any, stats: Any, **kwargs: Any) -> Any:
+            if pause:
+                Path(pause["ready"]).write_text(pending.instant_time)
+                deadline = time.monotonic() + 60
+                while not Path(pause["go"]).exists():
+                    if time.monotonic() > deadline:
+                        raise SystemExit("never released from the barrier")
+                    time.sleep(0.01)
+            if crash == "holding_lock":
+                original_check = self.strategy.check
+
+                def check(*args: Any, **kw: Any) -> None:
+                    Path(spec["crash_signal"]).write_text(pending.instant_time)
+                    _die()
+                    original_check(*args, **kw)
+                self.strategy.check = check
+            result = original_complete(self, pending, stats, **kwargs)
+            if crash == "after_publish":
+                Path(spec["crash_signal"]).write_text(pending.instant_time)
+                _die()
+            return result
+        protocol_cls.complete = complete  # type: ignore[method-assign]
+
+
+def _outcome_of(error: BaseException) -> dict[str, Any]:
+    return {
+        "status": "error",
+        "error": type(error).__name__,
+        "message": str(error),
+        "conflicting_instant": getattr(error, "conflicting_instant", None),
+        "instant_time": getattr(error, "instant_time", None),
+        "holder": getattr(error, "holder", None),
+    }
+
+
+def run_once(spec: dict[str, Any]) -> dict[str, Any]:
+    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+    rows = pa.Table.from_pylist(spec["rows"])
+    try:
+        result = getattr(table, spec["operation"])(rows)
+    except tidemark.TidemarkError as error:
+        return _outcome_of(error)
+    finally:
+        table.close()
+    return {
+        "status": "committed",
+        "instant_time": result.instant_time,
+        "completion_time": result.completion_time,
+        "file_groups": list(result.file_groups),
+        "attempts": result.attempts,
+    }
+
+
+def run_loop(spec: dict[str, Any]) -> None:
+    """Random upserts over overlapping keys; one JSON line per attempt in ``log``."""
+    rng = random.Random(spec["seed"])
+    writer = spec["writer"]
+    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+    with open(spec["log"], "a") as log:
+        for i in range(spec["iterations"]):
+            batch_id = f"w{writer}-{i}"
+            rows = []
+            for key in rng.sample(range(spec["keys"]), rng.randint(1, 4)):
+                rows.append({"id": key, "part": f"p{key % spec['partitions']}", "batch": batch_id, "v": rng.random()})
+            log.write(json.dumps({"batch": batch_id, "rows": rows, "state": "intent"}) + "\n")
+            log.flush()
+            try:
+                result = table.upsert(pa.Table.from_pylist(rows))
+            except tidemark.WriteConflictError:
+                log.write(json.dumps({"batch": batch_id, "state": "conflict"}) + "\n")
+            else:
+                log.write(json.dumps({"batch": batch_id, "state": "committed", "instant": result.instant_time,
+                                      "completion": result.completion_time}) + "\n")
+            log.flush()
+    table.close()
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    _install_hooks(spec)
+    if spec.get("loop"):
+        run_loop(spec)
+        return
+    outcome = run_once(spec)
+    Path(spec["result"]).write_text(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    main()
