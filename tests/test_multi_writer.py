@@ -22,8 +22,8 @@ import pytest
 import tidemark
 from conftest import hudi_rs_read, rows_of
 from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
-from tidemark.timeline import Action, State, Timeline
 from tidemark.storage import LocalStorage
+from tidemark.timeline import Action, State, Timeline
 
 WRITER = str(Path(__file__).with_name("writer_process.py"))
 HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "300", "hoodie.client.heartbeat.tolerable.misses": "4"}
@@ -246,3 +246,31 @@ def test_lock_that_cannot_be_had_names_its_holder(tmp_path: Path, table: tidemar
         holder.release()
         holder.close()
     assert 400 not in [r[0] for r in visible(table)]
+
+
+def test_two_spark_applications_write_one_table_with_the_zookeeper_lock(
+    tmp_path: Path, zookeeper_server: Any
+) -> None:
+    options = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+               "hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": zookeeper_server.url,
+               "hoodie.write.lock.zookeeper.port": str(zookeeper_server.port),
+               "hoodie.write.lock.zookeeper.base_path": f"/tidemark-spark/{uuid.uuid4().hex[:10]}",
+               "hoodie.write.num.retries.on.conflict.failures": "3"}
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  options=options)
+    schema = "id long, part string, v string"
+    a = Writer(tmp_path, table, options, [{"id": i, "part": "a", "v": "app-a"} for i in range(500)],
+               engine="spark", schema=schema, paused=True)
+    b = Writer(tmp_path, table, options, [{"id": 1000 + i, "part": "b", "v": "app-b"} for i in range(500)],
+               engine="spark", schema=schema, paused=True)
+    a.wait_for(a.ready, timeout=180)
+    b.wait_for(b.ready, timeout=180)  # both applications have written their files; neither has committed
+    (tmp_path / "go").write_text("go")
+    outcomes = [a.outcome(timeout=180), b.outcome(timeout=180)]
+    assert [o["status"] for o in outcomes] == ["committed", "committed"]
+    got = table.read()
+    assert got.num_rows == 1000
+    assert sorted(set(zip(got.column("part").to_pylist(), got.column("v").to_pylist(), strict=True))) == [
+        ("a", "app-a"), ("b", "app-b")]
+    assert hudi_rs_read(table.path).num_rows == 1000
+    table.close()

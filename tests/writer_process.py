@@ -96,9 +96,31 @@ def _outcome_of(error: BaseException) -> dict[str, Any]:
     }
 
 
+def _spark_session() -> Any:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
 def run_once(spec: dict[str, Any]) -> dict[str, Any]:
-    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
-    rows = pa.Table.from_pylist(spec["rows"])
+    if spec.get("engine") == "spark":  # a whole Spark application of its own
+        spark = _spark_session()
+        table = tidemark.Table.open(spec["table"], spark=spark, options=spec.get("options"))
+        rows: Any = spark.createDataFrame(spec["rows"], spec["schema"])
+    else:
+        table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+        rows = pa.Table.from_pylist(spec["rows"])
     try:
         result = getattr(table, spec["operation"])(rows)
     except tidemark.TidemarkError as error:

@@ -54,6 +54,14 @@ class PendingWrite:
     seen: frozenset[str] | None = None
 
 
+@dataclass(frozen=True)
+class CommitTiming:
+    """Where the last commit's time under the lock went (for benchmarks and logs)."""
+
+    lock_wait_ms: float
+    critical_section_ms: float  # lock held: reload, conflict checks, publish (plus release)
+
+
 def _requested_ms(instant_time: str) -> int:
     return int(parse_instant_time(instant_time).timestamp() * 1000)
 
@@ -67,6 +75,7 @@ class CommitProtocol:
         self.lock: TableLock | NoLock = TableLock(config.lock, storage.base_path) if config.multi_writer else NoLock()
         self.heartbeats = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
         self.strategy: ConflictResolutionStrategy = strategy_by_name(config.conflict_strategy)
+        self.last_commit_timing: CommitTiming | None = None
 
     def close(self) -> None:
         self.lock.close()
@@ -221,7 +230,9 @@ class CommitProtocol:
                 replaced_file_ids=replaced,
                 is_replace=pending.action is Action.REPLACE_COMMIT,
             )
+            waited = time.perf_counter()
             with self.lock.hold("commit"):
+                entered = time.perf_counter()
                 timeline = Timeline.load(self.storage)
                 if self.config.multi_writer:
                     seen = pending.seen
@@ -238,6 +249,9 @@ class CommitProtocol:
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
                 if outcome is not CreateOutcome.CREATED:
                     raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
+            self.last_commit_timing = CommitTiming(
+                lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(time.perf_counter() - entered) * 1000
+            )
         except BaseException:
             self.abort_if_pending(pending)
             raise
