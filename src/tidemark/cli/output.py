@@ -106,6 +106,45 @@ def instant_time_arg(value: str, what: str) -> str:
     return format_instant_time(moment)
 
 
+def option_pairs(values: list[str] | None, flag: str = "--options") -> dict[str, str]:
+    """``["k=v", ...]`` from the command line as a dict; a pair without ``=`` is a usage error.
+
+    Keys are checked later, by Table.open (an unknown key names the closest known one).
+    """
+    out: dict[str, str] = {}
+    for pair in values or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliUsageError(
+                f"{flag}: expected KEY=VALUE, got {pair!r} "
+                "(e.g. hoodie.client.heartbeat.interval_in_ms=2000)"
+            )
+        out[key.strip()] = value.strip()
+    return out
+
+
+def add_options_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--options", metavar="KEY=VALUE", nargs="+", action="extend", default=[],
+        help=f"options as Table.open takes them, {what}; `tidemark options heartbeat` lists "
+        "the heartbeat keys. Give them after PATH",
+    )
+
+
+def ago(ms: float) -> str:
+    """A duration in milliseconds as people say it: ``0.4 s``, ``12 s``, ``3 min``, ``2 h``, ``5 d``."""
+    secs = max(ms, 0) / 1000
+    if secs < 10:
+        return f"{secs:.1f} s"
+    if secs < 120:
+        return f"{secs:.0f} s"
+    if secs < 2 * 3600:
+        return f"{secs / 60:.0f} min"
+    if secs < 2 * 86400:
+        return f"{secs / 3600:.0f} h"
+    return f"{secs / 86400:.0f} d"
+
+
 def count(value: int) -> str:
     return f"{value:,}"
 

@@ -56,35 +56,37 @@ class FileSystemView:
         return self.as_of is None or instant.requested_time <= self.as_of
 
     def _build(self) -> dict[tuple[str, str], FileGroup]:
+        # Only replacecommits change which file groups exist; plain commits need no metadata read.
         replaced: set[tuple[str, str]] = set()
-        committed_paths: dict[str, set[str]] = {}
-        for data_instant in self.timeline.completed_data_instants:
-            if not self._visible_instant(data_instant):
-                continue
-            meta = self.timeline.commit_metadata(data_instant)
-            if data_instant.action is Action.REPLACE_COMMIT:
-                for partition, ids in meta.replaced_file_ids.items():
+        for inst in self.timeline.completed_data_instants:
+            if inst.action is Action.REPLACE_COMMIT and self._visible_instant(inst):
+                for partition, ids in self.timeline.commit_metadata(inst).replaced_file_ids.items():
                     replaced.update((partition, f) for f in ids)
-            committed_paths[data_instant.requested_time] = {s.path for s in meta.write_stats}
 
-        groups: dict[tuple[str, str], FileGroup] = {}
+        found: dict[tuple[str, str, str], list[BaseFile]] = {}
         for info in self.storage.walk_files(""):
             parsed = parse_base_file_name(info.name)
             if parsed is None:
                 continue
-            inst = self.timeline.completed_instant(parsed.instant_time)
-            if not self._visible_instant(inst):
-                continue
-            # Only files the commit recorded count: leftovers of failed task attempts do not.
-            paths = committed_paths.get(parsed.instant_time)
-            if paths is not None and info.path not in paths:
+            owner = self.timeline.completed_instant(parsed.instant_time)
+            if not self._visible_instant(owner):
                 continue
             partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
-            key = (partition, parsed.file_id)
-            if key in replaced:
+            if (partition, parsed.file_id) in replaced:
                 continue
-            group = groups.setdefault(key, FileGroup(partition, parsed.file_id))
-            group.base_files.append(BaseFile(partition, parsed.file_id, parsed.instant_time, info.path, info.size))
+            base = BaseFile(partition, parsed.file_id, parsed.instant_time, info.path, info.size)
+            found.setdefault((partition, parsed.file_id, parsed.instant_time), []).append(base)
+
+        groups: dict[tuple[str, str], FileGroup] = {}
+        for (partition, file_id, instant_time), bases in found.items():
+            if len(bases) > 1:
+                # Leftovers of a failed task attempt next to the real file: the commit says which counts.
+                writer = self.timeline.completed_instant(instant_time)
+                assert writer is not None
+                recorded = {s.path for s in self.timeline.commit_metadata(writer).write_stats}
+                bases = [b for b in bases if b.path in recorded] or bases[:1]
+            group = groups.setdefault((partition, file_id), FileGroup(partition, file_id))
+            group.base_files.append(bases[0])
         for group in groups.values():
             group.base_files.sort(key=lambda b: b.instant_time)
         return groups

@@ -65,6 +65,10 @@ class Storage(Protocol):
         """Files (not folders) directly in ``path``; empty if the folder is absent."""
         ...
 
+    def list_names(self, path: str) -> list[str]:
+        """Names of the files directly in ``path`` (no sizes: cheaper than list_dir)."""
+        ...
+
     def list_subdirs(self, path: str) -> list[str]:
         """Names of the folders directly in ``path``."""
         ...

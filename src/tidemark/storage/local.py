@@ -90,6 +90,12 @@ class LocalStorage:
                 out.append(FileInfo(rel, st.st_size, st.st_mtime))
         return out
 
+    def list_names(self, path: str) -> list[str]:
+        try:
+            return os.listdir(self.full_path(path))
+        except FileNotFoundError:
+            return []
+
     def list_subdirs(self, path: str) -> list[str]:
         try:
             with os.scandir(self.full_path(path)) as entries:

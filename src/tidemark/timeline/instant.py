@@ -13,6 +13,7 @@ For the ``commit`` action the inflight file is just ``<requested>.inflight``
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from dataclasses import dataclass
 
@@ -101,6 +102,7 @@ def instant_file_name(requested_time: str, action: Action, state: State, complet
     return f"{requested_time}.{action.value}.{state.value}"
 
 
+@functools.lru_cache(maxsize=131_072)
 def parse_instant_file_name(name: str) -> Instant | None:
     """The instant a timeline file name stands for, or None for files that are not instants."""
     m = _COMPLETED_RE.match(name)

@@ -6,6 +6,7 @@ a ``Timeline`` object itself never changes.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
@@ -16,27 +17,98 @@ from tidemark.storage import Storage
 from tidemark.timeline.instant import Action, Instant, State, parse_instant_file_name
 
 
+_METADATA: dict[str, CommitMetadata] = {}
+_METADATA_LIMIT = 20_000
+
+
+def _read_commit_metadata(full_path: str, storage: Storage, path: str) -> CommitMetadata:
+    """Completed instant files never change, so their parsed metadata is cached per process."""
+    meta = _METADATA.get(full_path)
+    if meta is None:
+        meta = CommitMetadata.from_bytes(storage.read_bytes(path))
+        if len(_METADATA) >= _METADATA_LIMIT:
+            _METADATA.clear()
+        _METADATA[full_path] = meta
+    return meta
+
+
+_RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+
+
+def _order(i: Instant) -> tuple[str, str]:
+    return (i.requested_time, i.action.value)
+
+
+class _LoadedTimeline:
+    """The parsed state of one listing: file names, the furthest state of each instant, sorted."""
+
+    def __init__(self, names: set[str], best: dict[tuple[str, Action], Instant], instants: list[Instant]) -> None:
+        self.names = names
+        self.best = best
+        self.instants = instants
+
+    @classmethod
+    def build(cls, names: set[str]) -> _LoadedTimeline:
+        best: dict[tuple[str, Action], Instant] = {}
+        for name in names:
+            _keep_furthest(best, parse_instant_file_name(name))
+        return cls(names, best, sorted(best.values(), key=_order))
+
+    def extended(self, added: set[str]) -> _LoadedTimeline:
+        if not added:
+            return self
+        best = dict(self.best)
+        changed = False
+        for name in added:
+            changed |= _keep_furthest(best, parse_instant_file_name(name))
+        if not changed:
+            return _LoadedTimeline(self.names | added, best, self.instants)
+        instants = list(self.instants)
+        for key, inst in best.items():
+            old = self.best.get(key)
+            if old is inst:
+                continue
+            if old is not None:
+                instants.pop(bisect.bisect_left(instants, _order(old), key=_order))
+            instants.insert(bisect.bisect_left(instants, _order(inst), key=_order), inst)
+        return _LoadedTimeline(self.names | added, best, instants)
+
+
+def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None) -> bool:
+    # Several files stand for one instant (requested, inflight, completed): keep the furthest.
+    if inst is None:
+        return False
+    key = (inst.requested_time, inst.action)
+    current = best.get(key)
+    if current is None or _RANK[inst.state] > _RANK[current.state]:
+        best[key] = inst
+        return True
+    return False
+
+
+_LOADED: dict[str, _LoadedTimeline] = {}
+
+
 class Timeline:
     """Instants ordered by requested time, with queries by state, action and completion."""
 
-    def __init__(self, storage: Storage, instants: Iterable[Instant]) -> None:
+    def __init__(self, storage: Storage, instants: Iterable[Instant], *, presorted: bool = False) -> None:
         self._storage = storage
-        self._instants = sorted(instants, key=lambda i: (i.requested_time, i.action.value))
-        self._metadata_cache: dict[str, CommitMetadata] = {}
+        self._instants = list(instants) if presorted else sorted(instants, key=_order)
 
     @classmethod
     def load(cls, storage: Storage) -> Timeline:
-        # Several files stand for one instant (requested, inflight, completed): keep the furthest.
-        rank = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
-        best: dict[tuple[str, Action], Instant] = {}
-        for info in storage.list_dir(TIMELINE_DIR):
-            inst = parse_instant_file_name(info.name)
-            if inst is None:
-                continue
-            key = (inst.requested_time, inst.action)
-            if key not in best or rank[inst.state] > rank[best[key].state]:
-                best[key] = inst
-        return cls(storage, best.values())
+        """List the timeline folder. Only names that changed since the last load of the same
+        table in this process are parsed again, so reloading a long timeline stays cheap."""
+        names = set(storage.list_names(TIMELINE_DIR))
+        key = storage.base_path
+        cached = _LOADED.get(key)
+        if cached is None or not cached.names <= names:  # first load, or files were removed
+            cached = _LoadedTimeline.build(names)
+        else:
+            cached = cached.extended(names - cached.names)
+        _LOADED[key] = cached
+        return cls(storage, cached.instants, presorted=True)
 
     def reload(self) -> Timeline:
         return Timeline.load(self._storage)
@@ -108,9 +180,5 @@ class Timeline:
         """The commit metadata of a completed data instant (cached per snapshot)."""
         if not instant.is_completed:
             raise InstantNotFoundError(instant.requested_time, "not completed")
-        name = instant.file_name
-        meta = self._metadata_cache.get(name)
-        if meta is None:
-            meta = CommitMetadata.from_bytes(self._storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
-            self._metadata_cache[name] = meta
-        return meta
+        path = f"{TIMELINE_DIR}/{instant.file_name}"
+        return _read_commit_metadata(self._storage.full_path(path), self._storage, path)
