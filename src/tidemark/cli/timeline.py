@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rich import box
@@ -11,9 +12,20 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, count, fits, readable_time
+from tidemark.cli.output import (
+    PATH_HELP,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    ago,
+    count,
+    fits,
+    readable_time,
+)
+from tidemark.concurrency.heartbeat import HeartbeatPolicy, last_heartbeat_ms, now_ms
 from tidemark.format.commit_metadata import CommitMetadata, read_avro
 from tidemark.format.names import TIMELINE_DIR
+from tidemark.storage import Storage
 from tidemark.table import Table
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 
@@ -42,6 +54,27 @@ Columns:
                  record counts of the write
   files          data files written (for a rollback: files deleted); "+N
                  replaced" counts file groups an insert_overwrite replaced
+  heartbeat      for a pending write (shown when there is one), what its
+                 writer's heartbeat file (.hoodie/.heartbeat/<instant>) says:
+                   alive (beat 0.4 s ago)  the writer is running; nobody may
+                                           roll the write back
+                   expired (12 s ago)      no beat for longer than the expiry:
+                                           the writer is dead, and the next
+                                           write or `tidemark clean` rolls it
+                                           back
+                   none                    no heartbeat file: a single-writer
+                                           write, or one whose writer never
+                                           started one (counts as dead once
+                                           requested longer ago than the expiry)
+                 The expiry is hoodie.client.heartbeat.interval_in_ms x
+                 hoodie.client.heartbeat.tolerable.misses (default 60000 x 2);
+                 pass the writers' values with --options if they differ.
+  concurrent with
+                 for a completed write (shown when any overlap), the other
+                 completed writes that ran at the same time: their
+                 [requested, completed] intervals overlap its own. Shows the
+                 first of them and "+N" for the others. Concurrent writes
+                 are what optimistic concurrency control checks for conflicts.
 
 Only the active timeline (.hoodie/timeline) is read. No Spark is needed.
 By default the latest 20 instants are shown, plus every pending one.
@@ -55,6 +88,8 @@ examples:
       every instant on the active timeline
   tidemark timeline /data/trips | grep inflight
       find writes that are pending (or failed and not rolled back yet)
+  tidemark timeline /data/trips --options hoodie.client.heartbeat.interval_in_ms=2000
+      judge heartbeats with the writers' interval of 2 s (expired after 4 s)
 """
 
 
@@ -71,7 +106,73 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--all", action="store_true",
         help=f"show every instant, not just the latest {DEFAULT_SHOWN} (and the pending ones)",
     )
+    add_options_argument(parser, "for the heartbeat expiry (hoodie.client.heartbeat.*)")
     parser.set_defaults(run=run)
+
+
+# Actions whose pending instants belong to a writer with a heartbeat (as in the commit protocol).
+_HEARTBEAT_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+
+
+@dataclass(frozen=True)
+class Liveness:
+    """What the heartbeat of a pending write says about its writer."""
+
+    status: str  # "alive", "expired" or "none" (no heartbeat file)
+    age_ms: int | None = None  # since the last beat
+
+    @property
+    def text(self) -> str:
+        if self.age_ms is None:
+            return self.status
+        if self.status == "alive":
+            return f"alive (beat {ago(self.age_ms)} ago)"
+        return f"{self.status} ({ago(self.age_ms)} ago)"
+
+    @property
+    def style(self) -> str:
+        return {"alive": "green", "expired": "red"}.get(self.status, "dim")
+
+
+def liveness(
+    storage: Storage, instant: Instant, policy: HeartbeatPolicy, now: int | None = None
+) -> Liveness | None:
+    """The heartbeat state of a pending write (None for other instants).
+
+    Alive and expired are decided as HeartbeatPolicy.is_expired decides them.
+    """
+    if instant.is_completed or instant.action not in _HEARTBEAT_ACTIONS:
+        return None
+    beat = last_heartbeat_ms(storage, instant.requested_time)
+    if beat is None:
+        return Liveness("none")
+    age = (now if now is not None else now_ms()) - beat
+    return Liveness("expired" if age > policy.expiry_ms else "alive", age)
+
+
+def concurrent_instants(instants: Sequence[Instant]) -> dict[str, list[str]]:
+    """For each completed data instant, the other completed data instants that ran with it.
+
+    Two writes ran concurrently when their [requested, completion] intervals
+    overlap. Lists are in requested-time order; only the timeline is read.
+    """
+    done = sorted(
+        (i for i in instants if i.is_completed and i.action.writes_data and i.completion_time),
+        key=lambda i: i.requested_time,
+    )
+    out: dict[str, list[str]] = {i.requested_time: [] for i in done}
+    for n, first in enumerate(done):
+        for later in done[n + 1:]:  # requested at or after `first`: overlap iff it began before `first` ended
+            if later.requested_time >= (first.completion_time or ""):
+                break
+            out[first.requested_time].append(later.requested_time)
+            out[later.requested_time].append(first.requested_time)
+    return out
+
+
+def policy_of(table: Table) -> HeartbeatPolicy:
+    config = table.write_config
+    return HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
 
 
 @dataclass(frozen=True)
@@ -85,6 +186,9 @@ class InstantRow:
     deletes: int | None = None
     files: int | None = None
     replaced: int = 0
+    heartbeat: Liveness | None = None  # pending writes only
+    concurrent: tuple[str, ...] = ()  # completed data instants that overlapped this one
+    label: str = ""  # who wrote it, when the caller knows (the demo's writer names)
 
 
 def _timeline_file(table: Table, name: str) -> bytes:

@@ -16,7 +16,6 @@ from tidemark.format.names import TIMELINE_DIR
 from tidemark.storage import Storage
 from tidemark.timeline.instant import Action, Instant, State, parse_instant_file_name
 
-
 _METADATA: dict[str, CommitMetadata] = {}
 _METADATA_LIMIT = 20_000
 
