@@ -3,6 +3,8 @@
 from tidemark.errors import (
     CommitError,
     ConfigError,
+    HeartbeatExpiredError,
+    LockTimeoutError,
     InstantNotFoundError,
     InvalidInputError,
     MissingColumnError,
@@ -55,6 +57,8 @@ __all__ = [
     "CommitError",
     "CommitResult",
     "ConfigError",
+    "HeartbeatExpiredError",
+    "LockTimeoutError",
     "IncrementalResult",
     "Instant",
     "InstantNotFoundError",

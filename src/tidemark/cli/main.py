@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import demo, options, rollback, show, timeline
+from tidemark.cli import clean, demo, options, rollback, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -40,7 +40,7 @@ USAGE_ERRORS: tuple[type[TidemarkError], ...] = (
 DESCRIPTION = """\
 tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
 Python and PySpark. This command inspects tables, rolls back writes, and runs
-the demo. The timeline, show, rollback and options commands do not start Spark.
+the demo. Only the demo starts Spark; the other commands read the files directly.
 """
 
 EPILOG = """\
@@ -50,6 +50,8 @@ quick start:
   tidemark timeline PATH        what was written to it, instant by instant
   tidemark show PATH --no-meta  its rows
   tidemark show PATH --as-of T  its rows as of instant T (time travel)
+  tidemark clean PATH           roll back writes whose writer died (heartbeat
+                                expired); a live writer's write is never touched
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -92,7 +94,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, rollback, options):
+    for module in (demo, timeline, show, rollback, clean, options):
         module.add_parser(commands)
     return parser
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -20,6 +20,7 @@ from tidemark.cli.output import (
     ago,
     count,
     fits,
+    option_pairs,
     readable_time,
 )
 from tidemark.concurrency.heartbeat import HeartbeatPolicy, last_heartbeat_ms, now_ms
@@ -246,25 +247,48 @@ def _num(value: int | None) -> str:
     return "" if value is None else count(value)
 
 
+def _concurrent(row: InstantRow) -> str:
+    if not row.concurrent:
+        return ""
+    more = len(row.concurrent) - 1
+    return row.concurrent[0] + (f" +{more}" if more else "")
+
+
 def render(rows: list[InstantRow]) -> RichTable:
-    """The timeline as one table row per instant (needs about 170 columns)."""
+    """The timeline as one table row per instant (about 170 columns, more with the optional ones).
+
+    The writer, heartbeat and concurrent-with columns only appear when a row has a value.
+    """
+    labels = any(row.label for row in rows)
+    heartbeats = any(row.heartbeat for row in rows)
+    overlaps = any(row.concurrent for row in rows)
     table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("requested", no_wrap=True, style="bold")
     table.add_column("requested at (UTC)", no_wrap=True)
     table.add_column("completed", no_wrap=True)
     table.add_column("completed at", no_wrap=True)
+    if labels:
+        table.add_column("writer", no_wrap=True)
     table.add_column("action", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("operation", no_wrap=True)
     for name in ("inserts", "updates", "deletes", "files"):
         table.add_column(name, justify="right", no_wrap=True)
+    if heartbeats:
+        table.add_column("heartbeat", no_wrap=True)
+    if overlaps:
+        table.add_column("concurrent with", no_wrap=True)
     for row in rows:
         inst = row.instant
-        table.add_row(
+        cells: list[RenderableType] = [
             inst.requested_time,
             readable_time(inst.requested_time),
             inst.completion_time or "",
             _completed_at(inst),
+        ]
+        if labels:
+            cells.append(Text(row.label))
+        cells += [
             inst.action.value,
             Text(inst.state.value, style=_STATE_STYLE[inst.state]),
             Text(row.operation),
@@ -272,7 +296,13 @@ def render(rows: list[InstantRow]) -> RichTable:
             _num(row.updates),
             _num(row.deletes),
             _files(row),
-        )
+        ]
+        if heartbeats:
+            beat = row.heartbeat
+            cells.append(Text(beat.text, style=beat.style) if beat else Text(""))
+        if overlaps:
+            cells.append(_concurrent(row))
+        table.add_row(*cells)
     return table
 
 
@@ -296,6 +326,7 @@ def render_cards(rows: list[InstantRow]) -> Group:
             (inst.requested_time, "bold"), "  ", inst.action.value, "  ",
             (inst.state.value, _STATE_STYLE[inst.state]),
             *(("  ", row.operation) if row.operation else ()),
+            *(("  by ", row.label) if row.label else ()),
         )
         when = f"  requested {readable_time(inst.requested_time)}"
         if inst.completion_time:
@@ -311,19 +342,57 @@ def render_cards(rows: list[InstantRow]) -> Group:
             ))
         elif row.files is not None:
             lines.append(Text(f"  {_num(row.files)} file(s) deleted"))
+        if row.heartbeat:
+            lines.append(Text.assemble("  heartbeat: ", (row.heartbeat.text, row.heartbeat.style)))
+        if row.concurrent:
+            lines.append(Text(f"  concurrent with {_concurrent(row)}"))
         parts.extend(lines)
     return Group(*parts)
 
 
-def print_timeline(ui: Ui, table: Table, *, show_all: bool = True, title: str | None = None) -> int:
-    """Print the table's timeline; returns how many instants it has."""
+def _pending_summary(rows: Sequence[InstantRow], pending: int) -> str:
+    states = [row.heartbeat.status for row in rows if row.heartbeat]
+    words = {
+        "alive": "alive (being written)",
+        "expired": "expired (failed: `tidemark clean` or the next write rolls it back)",
+        "none": "without a heartbeat",
+    }
+    detail = [f"{states.count(s)} {text}" for s, text in words.items() if states.count(s)]
+    return f"; {pending} pending (requested/inflight)" + (": " + ", ".join(detail) if detail else "")
+
+
+def print_timeline(
+    ui: Ui,
+    table: Table,
+    *,
+    show_all: bool = True,
+    title: str | None = None,
+    policy: HeartbeatPolicy | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> int:
+    """Print the table's timeline; returns how many instants it has.
+
+    ``policy`` judges heartbeats (default: from the table's options); ``labels`` names
+    the writer of instants by requested time (a "writer" column).
+    """
     timeline = Timeline.load(table.storage)
     instants = timeline.instants
     shown = select(instants, show_all)
     if not instants:
         ui.out.print(f"{escape(table.path)}: the timeline is empty (no writes yet)")
         return 0
-    rows = [describe(table, timeline, i) for i in shown]
+    policy = policy or policy_of(table)
+    overlaps = concurrent_instants(instants)
+    now = now_ms()
+    rows = [
+        replace(
+            describe(table, timeline, i),
+            heartbeat=liveness(table.storage, i, policy, now),
+            concurrent=tuple(overlaps.get(i.requested_time, ())),
+            label=(labels or {}).get(i.requested_time, ""),
+        )
+        for i in shown
+    ]
     if title:
         ui.out.print(Text(title, style="bold"), soft_wrap=True)
     wide = render(rows)
@@ -336,16 +405,13 @@ def print_timeline(ui: Ui, table: Table, *, show_all: bool = True, title: str | 
             "--all for every one"
         )
     if pending:
-        summary += (
-            f"; {pending} pending (requested/inflight: being written, "
-            "or failed and not rolled back)"
-        )
+        summary += _pending_summary(rows, pending)
     ui.out.print(summary)
     return len(instants)
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    table = Table.open(args.path, spark=None)
+    table = Table.open(args.path, spark=None, options=option_pairs(args.options))
     title = f"timeline of {table.config.name} at {table.path}"
     print_timeline(ui, table, show_all=args.all, title=title)
     return 0

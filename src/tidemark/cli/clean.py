@@ -1,0 +1,172 @@
+"""``tidemark clean``: roll back failed writes, never a live one (LAZY cleaning)."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.markup import escape
+from rich.text import Text
+
+from tidemark.cli.output import (
+    PATH_HELP,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    count,
+    option_pairs,
+    readable_time,
+)
+from tidemark.cli.rollback import confirm, stdin_is_interactive
+from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
+from tidemark.concurrency.heartbeat import now_ms
+from tidemark.services.rollback import RollbackResult
+from tidemark.table import Table
+from tidemark.timeline import Instant, Timeline
+
+CONCURRENCY_MODE = "hoodie.write.concurrency.mode"
+
+DESCRIPTION = """\
+Roll back the failed writes of the Hudi table at PATH: pending writes (state
+requested or inflight) whose writer is dead. Their data files are deleted and a
+rollback instant records each one; readers never saw them.
+
+A write is dead when its heartbeat expired. Every multi-writer write keeps a
+heartbeat file (.hoodie/.heartbeat/<instant>) fresh while it runs; once the
+file is older than hoodie.client.heartbeat.interval_in_ms x
+hoodie.client.heartbeat.tolerable.misses (default 60000 x 2 = 2 min), its
+writer is taken for dead. A write whose heartbeat is alive is never touched:
+it belongs to a writer that is still running, in this process or any other.
+A pending write without a heartbeat file (a single-writer write) counts as
+dead once it was requested longer ago than the expiry. This is Hudi's LAZY
+failed-writes cleaning (hoodie.clean.failed.writes.policy=LAZY), which every
+multi-writer write also runs before it starts; `tidemark clean` runs it by
+hand, for example after a crash when no further write is coming.
+
+The rollbacks happen under the table lock, so use the writers' lock settings:
+the filesystem lock (the default) needs nothing; for ZooKeeper pass
+hoodie.write.lock.provider=zookeeper and its hoodie.write.lock.zookeeper.*
+options with --options. Pass the writers' heartbeat options too, if they are
+not the defaults: a shorter expiry than the writers' could take a slow but
+live writer for dead.
+
+--all-pending drops the heartbeat check: every pending write is taken for
+dead and rolled back (single-writer semantics, like the EAGER policy). Only
+use it when you know that no writer is running. You are asked to confirm
+unless --yes is given or stdin is not a terminal.
+
+`tidemark timeline PATH` shows each pending write's heartbeat.
+"""
+
+EPILOG = """\
+examples:
+  tidemark clean /data/trips
+      roll back the writes whose heartbeat expired (default expiry: 2 min)
+  tidemark clean /data/trips --options hoodie.client.heartbeat.interval_in_ms=2000
+      the writers beat every 2 s: a write is dead after 4 s without a beat
+  tidemark clean /data/trips --options hoodie.write.lock.provider=zookeeper \\
+        hoodie.write.lock.zookeeper.url=zk1 hoodie.write.lock.zookeeper.port=2181
+      the writers lock with ZooKeeper: clean takes the same lock
+  tidemark clean /data/trips --all-pending --yes
+      every writer is stopped: roll back every pending write, live heartbeat or not
+"""
+
+
+def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "clean",
+        help="roll back failed writes whose heartbeat expired (never a live one)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=HelpFormatter,
+    )
+    parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_options_argument(parser, "e.g. the writers' lock and heartbeat settings")
+    parser.add_argument(
+        "--all-pending", action="store_true", dest="all_pending",
+        help="take every pending write for dead, even one with a live heartbeat "
+        "(only when no writer is running)",
+    )
+    parser.add_argument(
+        "-y", "--yes", action="store_true",
+        help="with --all-pending: do not ask for confirmation",
+    )
+    parser.set_defaults(run=run)
+
+
+def _describe_pending(table: Table, timeline: Timeline, instant: Instant, beat: Liveness | None) -> str:
+    row = describe(table, timeline, instant)
+    operation = f" {row.operation}" if row.operation else ""
+    heartbeat = f", heartbeat {beat.text}" if beat else ""
+    return (
+        f"{instant.action.value}{operation} {instant.requested_time} "
+        f"({readable_time(instant.requested_time)} UTC), {instant.state.value}{heartbeat}"
+    )
+
+
+def _print_result(ui: Ui, result: RollbackResult) -> None:
+    undone = result.rolled_back
+    deleted = result.deleted_files
+    ui.out.print(
+        f"{ui.check} rolled back {undone.action.value} {undone.requested_time} "
+        f"({undone.state.value}): deleted {count(len(deleted))} data file(s); "
+        f"rollback instant {result.rollback_instant.requested_time}"
+    )
+    for path in deleted:
+        ui.out.print(f"  deleted {escape(path)}", soft_wrap=True)
+
+
+def _why_left(beat: Liveness | None, expiry: str) -> str:
+    if beat is None or beat.status == "none":
+        return f"no heartbeat, requested less than {expiry} ago"
+    if beat.status == "alive":
+        return "its writer is alive"
+    return "its heartbeat expired just now; run clean again"
+
+
+def run(args: argparse.Namespace, ui: Ui) -> int:
+    options = option_pairs(args.options)
+    # The mode decides what clean means: heartbeat-checked (multi-writer) or everything.
+    mode = "single_writer" if args.all_pending else "optimistic_concurrency_control"
+    with Table.open(args.path, spark=None, options={**options, CONCURRENCY_MODE: mode}) as table:
+        policy = policy_of(table)
+        expiry = f"{policy.expiry_ms / 1000:g} s"
+        timeline = Timeline.load(table.storage)
+        now = now_ms()
+        writes = [(i, beat) for i in timeline.pending if (beat := liveness(table.storage, i, policy, now))]
+        if writes:
+            ui.out.print(
+                f"{len(writes)} pending write(s); a heartbeat expires after {expiry} "
+                "(hoodie.client.heartbeat.interval_in_ms x tolerable.misses):"
+            )
+        else:
+            ui.out.print("no pending writes")
+        for instant, beat in writes:
+            ui.out.print("  " + escape(_describe_pending(table, timeline, instant, beat)), soft_wrap=True)
+
+        if args.all_pending:
+            alive = [i for i, beat in writes if beat.status == "alive"]
+            if alive:
+                ui.err.print(
+                    f"[yellow]warning:[/] {len(alive)} of them have a live heartbeat: a writer "
+                    "may still be running them; --all-pending rolls them back anyway",
+                    soft_wrap=True,
+                )
+            ask = bool(writes) and not args.yes and stdin_is_interactive()
+            if ask and not confirm(ui, f"Roll back all {len(writes)} pending write(s)?"):
+                ui.out.print("aborted; nothing was changed")
+                return 1
+            results = table.rollback_failed_writes()
+        else:
+            results = table.clean()  # under the lock, re-checking each heartbeat
+
+        for result in results:
+            _print_result(ui, result)
+        still = {i.requested_time: i for i in Timeline.load(table.storage).pending}
+        left = [(still[i.requested_time], beat) for i, beat in writes if i.requested_time in still]
+        if writes and not results:
+            ui.out.print("nothing rolled back")
+        for instant, _ in left:
+            beat = liveness(table.storage, instant, policy)
+            described = _describe_pending(table, timeline, instant, beat)
+            ui.out.print(Text(f"left alone: {described} ({_why_left(beat, expiry)})"), soft_wrap=True)
+    return 0
