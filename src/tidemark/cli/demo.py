@@ -1,16 +1,19 @@
-"""``tidemark demo``: create a table, write to it in every way, and check it with hudi-rs."""
+"""``tidemark demo``: four writers on one table at the same time, checked by hudi-rs."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import random
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +24,9 @@ from rich.text import Text
 
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, count, seconds
 from tidemark.cli.timeline import print_timeline
+from tidemark.errors import TidemarkError, WriteConflictError
 from tidemark.table import CommitResult, Table
+from tidemark.timeline import Timeline, parse_instant_time
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,35 +34,48 @@ if TYPE_CHECKING:
 DEFAULT_ROWS = 2_000
 MIN_ROWS = 100
 
+# Every writer opens the table with these options: optimistic concurrency control, the
+# file-system lock (flock: it excludes threads of one process as it excludes processes),
+# a write that lost a conflict is run again up to 5 times, a heartbeat every 2 s.
+OCC = {
+    "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+    "hoodie.write.lock.provider": "filesystem",
+    "hoodie.write.num.retries.on.conflict.failures": "5",
+    "hoodie.client.heartbeat.interval_in_ms": "2000",
+}
+
 DESCRIPTION = """\
 Run the tidemark demo: start a local SparkSession, create a copy-on-write Hudi
 table of taxi trips (record key trip_id, partitioned by city, newest ts wins),
-write to it in every way tidemark supports, then read it back and check it
-with hudi-rs (the `hudi` Python package), an independent Hudi reader.
+load it with bulk_insert, then let four writers write to it AT THE SAME TIME,
+each with its own Table object and optimistic concurrency control:
 
-The story:
-  1. bulk_insert      the initial load of --rows trips
-  2. upsert           tips added to some trips (updates) plus new trips (inserts)
-  3. delete           cancelled trips removed by key
-  4. insert_overwrite the "la" partition replaced by a corrected re-import
-  then four writers take turns on the same table:
-  5. ingest           upsert of newly arrived trips
-  6. correction       upsert of fixed fares
-  7. GDPR delete      every trip of one rider, found by reading the table
-  8. backfill         insert of late-arriving trips of a new city
+  ingest       upserts of newly arrived trips (3 commits)
+  correction   upserts of corrected fares of existing trips (2 commits)
+  GDPR delete  deletes every trip of one rider, found by a read (2 commits)
+  backfill     insert_overwrite of the city=la partition with a corrected
+               re-import, then an insert of late-arriving la trips
 
-The writers run one after another in this one process. Writing from several
-processes at the same time needs multi-writer concurrency control, which is
-not implemented yet (hoodie.write.concurrency.mode is single_writer).
+The writers are threads of this one process sharing the SparkSession (Spark
+runs jobs from several threads at once). They take the table lock only for
+the short steps that need it (starting an instant, committing) and write
+their files in parallel. At commit each write checks whether a write that
+completed since it began touched the same file groups; if so it lost the
+conflict: it is rolled back and run again with a new instant. Such a commit
+shows "attempts 2" or more. Every other outcome keeps the table consistent.
 
-After each write its result is printed: operation, instant time, records
-inserted/updated/deleted and files written. At the end come the timeline,
-the row counts per city, and the check: tidemark's rows must match the rows
-the demo expects and the rows hudi-rs reads (count and key set). The exit
-code is 1 if they do not.
+As each commit completes a line is printed: the time since the writers
+started, the writer, the operation, the instant's requested and completion
+times, records inserted/updated/deleted, and the attempts. Lost conflicts are
+printed as they happen too. Then come the timeline (with which commits ran
+concurrently), a chart of the writers over time, and the check: the table,
+read by tidemark and by hudi-rs (the `hudi` Python package, an independent
+Hudi reader), must hold exactly the rows the demo computes in Python. The
+writers touch disjoint records, so the expected rows do not depend on the
+order in which they commit. The exit code is 1 if the check fails.
 
-Spark runs as local[2] with its UI off. The first write takes a few seconds
-longer while the JVM warms up.
+Spark runs as local[2] with its UI off and the FAIR scheduler (unless a
+SparkSession is already active, which is then used as it is).
 """
 
 EPILOG = """\
@@ -67,6 +85,8 @@ examples:
   tidemark demo --keep
       keep the temporary table, then look at it:
       tidemark timeline <printed path>; tidemark show <printed path>
+  tidemark demo --writers-mode sequential
+      the same writes, one writer after another: no overlap, no conflicts
   tidemark demo --path /tmp/trips --rows 10000
       a bigger table in /tmp/trips (a new or empty folder; it is kept)
 """
@@ -75,7 +95,7 @@ examples:
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "demo",
-        help="create a table, write to it in every way, verify it with hudi-rs",
+        help="four concurrent writers on one table with Spark, verified with hudi-rs",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=HelpFormatter,
@@ -87,8 +107,13 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     parser.add_argument(
         "--rows", metavar="N", type=int, default=DEFAULT_ROWS,
-        help=f"trips in the initial load; the other batches are sized from it "
+        help=f"trips in the initial load; the writers' batches are sized from it "
         f"(default: {count(DEFAULT_ROWS)}, at least {MIN_ROWS})",
+    )
+    parser.add_argument(
+        "--writers-mode", choices=("threads", "sequential"), default="threads", dest="writers_mode",
+        help="threads: the four writers run at the same time (default); "
+        "sequential: one after another",
     )
     parser.add_argument(
         "--keep", action="store_true",
@@ -100,23 +125,35 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 # -- the data --------------------------------------------------------------------------
 
 SCHEMA = "trip_id string, city string, rider string, fare double, distance_km double, ts long"
+COLUMNS = ("trip_id", "city", "rider", "fare", "distance_km", "ts")
 CITIES = ("sf", "nyc", "la", "chi")
-OVERWRITTEN_CITY = "la"
-BACKFILL_CITY = "sea"
+BACKFILL_CITY = "la"  # only the backfill writes here (an insert_overwrite replaces the whole partition)
 START_TS = 1_767_225_600  # 2026-01-01T00:00:00Z, in seconds
+RIDERS = 200
 
 Row = tuple[str, str, str, float, float, int]
 
 
+def _fare(distance: float, per_km: float = 2.1) -> float:
+    return round(3.0 + distance * per_km, 2)
+
+
 @dataclass
 class Trips:
-    """Makes trips, and keeps the rows the table should hold after each write."""
+    """Makes trips from a seeded generator: the same plan on every run."""
 
     rng: random.Random = field(default_factory=lambda: random.Random(7))
     next_id: int = 0
-    expected: dict[str, Row] = field(default_factory=dict)
 
-    def new(self, n: int, city: str | None = None, ts_offset: int = 0) -> list[Row]:
+    def new(
+        self,
+        n: int,
+        *,
+        cities: tuple[str, ...] = CITIES,
+        riders: list[str] | None = None,
+        ts_offset: int = 0,
+    ) -> list[Row]:
+        pool = riders or [f"rider-{i:03d}" for i in range(1, RIDERS + 1)]
         rows = []
         for _ in range(n):
             i = self.next_id
@@ -124,34 +161,273 @@ class Trips:
             distance = round(self.rng.uniform(0.5, 30.0), 2)
             rows.append((
                 f"trip-{i:07d}",
-                city or self.rng.choice(CITIES),
-                f"rider-{self.rng.randrange(1, 201):03d}",
-                round(3.0 + distance * 2.1, 2),
+                self.rng.choice(cities),
+                self.rng.choice(pool),
+                _fare(distance),
                 distance,
                 START_TS + ts_offset + i,
             ))
         return rows
 
-    def pick(self, n: int, *, exclude_city: str | None = None) -> list[Row]:
-        pool = sorted(k for k, r in self.expected.items() if r[1] != exclude_city)
-        return [self.expected[k] for k in self.rng.sample(pool, min(n, len(pool)))]
-
-    def upserted(self, rows: Iterable[Row]) -> None:
-        for row in rows:
-            self.expected[row[0]] = row
-
-    def deleted(self, keys: Iterable[str]) -> None:
-        for key in keys:
-            self.expected.pop(key, None)
-
-    def overwritten(self, city: str, rows: Iterable[Row]) -> None:
-        self.expected = {k: r for k, r in self.expected.items() if r[1] != city}
-        self.upserted(rows)
-
 
 def _later(row: Row, *, fare: float) -> Row:
     """The same trip with a new fare and a newer ts, so it wins the merge."""
     return (row[0], row[1], row[2], fare, row[4], row[5] + 1_000_000)
+
+
+# -- the writers' plan -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Step:
+    """One commit a writer makes: a Table method and its rows (or a rider to erase)."""
+
+    op: str  # upsert, insert, delete, insert_overwrite
+    what: str
+    rows: tuple[Row, ...] = ()
+    rider: str | None = None  # delete every trip of this rider, found by a read
+
+
+@dataclass(frozen=True)
+class Writer:
+    name: str
+    steps: tuple[Step, ...]
+
+
+def plan_writers(trips: Trips, initial: list[Row], rows: int) -> list[Writer]:
+    """The four writers' commits. They touch disjoint records, so the final table is the
+    same whatever order their commits land in:
+
+    * ingest adds new trips outside city=la, never of the erased riders;
+    * correction updates trips of the initial load outside city=la, not of the erased riders;
+    * GDPR delete erases riders who have no trip in city=la and whom nobody else writes;
+    * backfill is the only writer of city=la.
+    """
+    small = max(rows // 40, 5)
+    others = tuple(c for c in CITIES if c != BACKFILL_CITY)
+    in_la = {r[2] for r in initial if r[1] == BACKFILL_CITY}
+    per_rider = Counter(r[2] for r in initial if r[2] not in in_la)
+    erased = sorted(per_rider, key=lambda name: (-per_rider[name], name))[:2]
+    riders = [f"rider-{i:03d}" for i in range(1, RIDERS + 1) if f"rider-{i:03d}" not in erased]
+
+    ingest = Writer("ingest", tuple(
+        Step("upsert", f"{small} new trips", tuple(trips.new(small, cities=others, riders=riders)))
+        for _ in range(3)
+    ))
+    pool = sorted(r for r in initial if r[1] != BACKFILL_CITY and r[2] not in erased)
+    fixes = max(rows // 100, 3)
+    picked = trips.rng.sample(pool, min(2 * fixes, len(pool)))
+    correction = Writer("correction", tuple(
+        Step("upsert", f"{len(batch)} corrected fares", tuple(_later(r, fare=round(r[3] * 0.9, 2)) for r in batch))
+        for batch in (picked[:fixes], picked[fixes:])
+    ))
+    gdpr = Writer("GDPR delete", tuple(
+        Step("delete", f"every trip of {rider}", rider=rider) for rider in erased
+    ))
+    reimport = tuple(
+        (r[0], r[1], r[2], _fare(r[4], per_km=2.2), r[4], r[5]) for r in initial if r[1] == BACKFILL_CITY
+    )
+    late = trips.new(small, cities=(BACKFILL_CITY,), riders=riders, ts_offset=-10_000_000)
+    backfill = Writer("backfill", (
+        Step("insert_overwrite", f"city={BACKFILL_CITY} re-imported, {len(reimport)} trips", reimport),
+        Step("insert", f"{len(late)} late trips of city={BACKFILL_CITY}", tuple(late)),
+    ))
+    return [ingest, correction, gdpr, backfill]
+
+
+# -- the expected table, computed in Python --------------------------------------------
+
+
+def apply(state: dict[str, Row], op: str, rows: Iterable[Row], rider: str | None = None) -> None:
+    """What one committed write does to the table's rows (newest ts wins a merge)."""
+    batch = list(rows)
+    if rider is not None:  # the GDPR delete: every trip of the rider
+        for key in [k for k, r in state.items() if r[2] == rider]:
+            del state[key]
+    elif op == "delete":
+        for row in batch:
+            state.pop(row[0], None)
+    elif op == "insert_overwrite":
+        replaced = {row[1] for row in batch}
+        for key in [k for k, r in state.items() if r[1] in replaced]:
+            del state[key]
+        state.update((row[0], row) for row in batch)
+    else:  # upsert, insert
+        for row in batch:
+            stored = state.get(row[0])
+            if stored is None or row[5] >= stored[5]:
+                state[row[0]] = row
+
+
+# -- running the writers ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Outcome:
+    writer: str
+    step: Step
+    result: CommitResult | None
+    error: str | None = None
+    found: int | None = None  # GDPR: trips the read found
+
+
+@dataclass
+class Run:
+    """The writers' shared state: what committed, and the printing of lines as they happen."""
+
+    ui: Ui
+    began: float = field(default_factory=time.monotonic)
+    outcomes: list[Outcome] = field(default_factory=list)
+    conflicts: int = 0
+    crashed: list[BaseException] = field(default_factory=list)
+    current: dict[str, str] = field(default_factory=dict)  # writer -> operation being written
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def line(self, writer: str, operation: str, rest: str, style: str = "") -> None:
+        took = f"+{time.monotonic() - self.began:.1f}s"
+        text = Text(f"  {took:>7}  {writer:<11}  {operation:<16}  ")
+        text.append(rest, style=style)
+        with self.lock:
+            self.ui.out.print(text, soft_wrap=True)
+
+    def committed(self, outcome: Outcome) -> None:
+        result = outcome.result
+        with self.lock:
+            self.outcomes.append(outcome)
+        if result is None:
+            self.line(outcome.writer, outcome.step.op.upper(), f"gave up: {outcome.error}", "red")
+            return
+        attempts = result.attempts
+        retried = f"  (lost {attempts - 1} conflict{'s' if attempts > 2 else ''}, retried)" if attempts > 1 else ""
+        self.line(
+            outcome.writer,
+            result.operation,
+            f"{result.instant_time}  {result.completion_time}  "
+            f"+{count(result.num_inserts):<5} ~{count(result.num_updates):<5} -{count(result.num_deletes):<5} "
+            f"attempts {attempts}{retried}",
+            "yellow" if attempts > 1 else "",
+        )
+
+    def header(self) -> None:
+        self.ui.out.print(Text(
+            f"  {'time':>7}  {'writer':<11}  {'operation':<16}  {'requested':<17}  {'completed':<17}  "
+            f"{'+ins':<6} {'~upd':<6} {'-del':<6} attempts",
+            style="dim",
+        ), soft_wrap=True)
+
+
+class _ConflictLines(logging.Handler):
+    """Turns the write client's "write conflict; retrying" warnings into demo lines."""
+
+    def __init__(self, run: Run, writers: set[str]) -> None:
+        super().__init__(logging.WARNING)
+        self.run = run
+        self.writers = writers
+
+    def emit(self, record: logging.LogRecord) -> None:
+        writer = threading.current_thread().name
+        if writer not in self.writers:
+            return
+        conflict = record.args[0] if isinstance(record.args, tuple) and record.args else None
+        if isinstance(conflict, WriteConflictError):
+            groups = len(conflict.file_groups)
+            what = (
+                f"{conflict.instant_time} lost to {conflict.conflicting_instant} "
+                f"({groups} shared file group{'s' if groups != 1 else ''}): rolled back, retrying"
+            )
+        else:
+            what = record.getMessage()
+        with self.run.lock:
+            self.run.conflicts += 1
+        self.run.line(writer, self.run.current.get(writer, ""), what, "yellow")
+
+
+@contextmanager
+def conflict_lines(run: Run, writers: set[str]) -> Iterator[None]:
+    logger = logging.getLogger("tidemark.write.client")
+    handler = _ConflictLines(run, writers)
+    before = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False  # no second copy of the warning on stderr
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = before
+
+
+def write_step(spark: SparkSession, table: Table, step: Step) -> tuple[CommitResult | None, int | None]:
+    """Run one step; (None, 0) when a GDPR read finds nothing to delete."""
+    if step.rider is not None:
+        from pyspark.sql import functions as F
+
+        found = [
+            (r["trip_id"], r["city"])
+            for r in table.read().filter(F.col("rider") == step.rider).select("trip_id", "city").collect()
+        ]
+        if not found:
+            return None, 0
+        return table.delete(spark.createDataFrame(found, "trip_id string, city string")), len(found)
+    data = spark.createDataFrame(list(step.rows), SCHEMA)
+    method: Callable[[DataFrame], CommitResult] = getattr(table, step.op)
+    return method(data), None
+
+
+def run_writer(run: Run, spark: SparkSession, table: Table, writer: Writer, pool: bool) -> None:
+    if pool:  # a FAIR-scheduler pool per writer: their Spark jobs share the cores evenly
+        spark.sparkContext.setLocalProperty("spark.scheduler.pool", writer.name)
+    try:
+        for step in writer.steps:
+            run.current[writer.name] = step.op.upper()
+            try:
+                result, found = write_step(spark, table, step)
+            except TidemarkError as exc:  # gave up (conflicts beyond the retries, heartbeat, lock)
+                run.committed(Outcome(writer.name, step, None, f"{type(exc).__name__}: {exc}"))
+                continue
+            if result is None:
+                run.line(writer.name, step.op.upper(), f"nothing to do: no trip of {step.rider} found")
+                continue
+            run.committed(Outcome(writer.name, step, result, found=found))
+    except BaseException as exc:  # a bug or Spark failure: reported by the main thread
+        with run.lock:
+            run.crashed.append(exc)
+
+
+def run_writers(
+    ui: Ui, spark: SparkSession, path: str, writers: list[Writer], *, threads: bool, pool: bool
+) -> Run:
+    tables = [Table.open(path, spark=spark, options=OCC) for _ in writers]  # one Table per writer
+    run = Run(ui)
+    try:
+        with conflict_lines(run, {w.name for w in writers}):
+            run.header()
+            run.began = time.monotonic()
+            if threads:
+                from pyspark import InheritableThread
+
+                started = [
+                    InheritableThread(
+                        target=run_writer, name=writer.name, args=(run, spark, table, writer, pool), daemon=True
+                    )
+                    for table, writer in zip(tables, writers, strict=True)
+                ]
+                for thread in started:
+                    thread.start()
+                for thread in started:
+                    thread.join()
+            else:
+                for table, writer in zip(tables, writers, strict=True):
+                    threading.current_thread().name, name = writer.name, threading.current_thread().name
+                    try:
+                        run_writer(run, spark, table, writer, pool=False)
+                    finally:
+                        threading.current_thread().name = name
+    finally:
+        for table in tables:
+            table.close()
+    if run.crashed:
+        raise run.crashed[0]
+    return run
 
 
 # -- Spark -----------------------------------------------------------------------------
@@ -190,6 +466,8 @@ def start_spark(scratch: str) -> tuple[SparkSession, bool]:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "4")
+        # Jobs of the concurrent writers share the two cores instead of queueing.
+        .config("spark.scheduler.mode", "FAIR")
         # Quiet from the first line: setLogLevel only applies once the JVM is up.
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
         .getOrCreate()
@@ -198,185 +476,177 @@ def start_spark(scratch: str) -> tuple[SparkSession, bool]:
     return spark, True
 
 
-# -- the story -------------------------------------------------------------------------
+# -- after the writers -------------------------------------------------------------------
 
 
-@dataclass
-class Story:
-    ui: Ui
-    spark: SparkSession
-    table: Table
-    trips: Trips
-    step: int = 0
-
-    def frame(self, rows: list[Row]) -> DataFrame:
-        return self.spark.createDataFrame(rows, SCHEMA)
-
-    def write(
-        self,
-        who: str,
-        what: str,
-        op: Callable[[DataFrame], CommitResult],
-        rows: list[Row] | DataFrame,
-        *,
-        after: Callable[[], None],
-    ) -> CommitResult:
-        self.step += 1
-        started = time.monotonic()
-        with self.ui.out.status(f"{self.step}. [{escape(who)}] {escape(what)}…"):
-            result = op(self.frame(rows) if isinstance(rows, list) else rows)
-        after()
-        self.ui.out.print(f"{self.ui.check} {self.step}. [bold]{escape(who)}[/]: {escape(what)}")
-        self.ui.out.print("     " + result_line(result, time.monotonic() - started))
-        return result
+def _ms(instant_time: str) -> float:
+    return parse_instant_time(instant_time).timestamp() * 1000
 
 
-def result_line(result: CommitResult, took: float) -> str:
-    return (
-        f"{result.operation:<16} instant {result.instant_time}  "
-        f"+{count(result.num_inserts)} ~{count(result.num_updates)} -{count(result.num_deletes)}  "
-        f"{result.num_files} file{'s' if result.num_files != 1 else ''}  {seconds(took)}"
-    )
-
-
-def tell(story: Story, rows: int) -> None:
-    trips, table, ui = story.trips, story.table, story.ui
-    small = max(rows // 20, 5)
-
-    ui.out.print()
-    ui.out.print("[bold]The basics: one table, every write operation[/]")
-    batch = trips.new(rows)
-    story.write("bulk_insert", f"the initial load of {count(rows)} trips",
-                table.bulk_insert, batch, after=lambda: trips.upserted(batch))
-
-    tipped = [_later(r, fare=round(r[3] + 2.5, 2)) for r in trips.pick(rows // 10)]
-    arrivals = trips.new(small)
-    mixed = tipped + arrivals
-    story.write("upsert", f"{count(len(tipped))} trips get a tip, {count(len(arrivals))} new trips",
-                table.upsert, mixed, after=lambda: trips.upserted(mixed))
-
-    cancelled = trips.pick(max(rows // 50, 2))
-    story.write("delete", f"{count(len(cancelled))} cancelled trips, by key",
-                table.delete, cancelled, after=lambda: trips.deleted(r[0] for r in cancelled))
-
-    reimport = trips.new(rows // 8, city=OVERWRITTEN_CITY)
-    story.write(
-        "insert_overwrite",
-        f"city={OVERWRITTEN_CITY} replaced by a re-import of {count(len(reimport))} trips",
-        table.insert_overwrite,
-        reimport,
-        after=lambda: trips.overwritten(OVERWRITTEN_CITY, reimport),
-    )
-
-    ui.out.print()
-    ui.out.print("[bold]Writers taking turns[/]")
-    ui.out.print(
-        "[dim]These writers run one after another in this process. Writing at the same time "
-        "from several processes needs multi-writer concurrency control: not implemented yet.[/]"
-    )
-    fresh = trips.new(rows // 10)
-    story.write("ingest", f"upsert {count(len(fresh))} newly arrived trips",
-                table.upsert, fresh, after=lambda: trips.upserted(fresh))
-
-    fixed = [
-        _later(r, fare=round(r[3] * 0.9, 2))
-        for r in trips.pick(small, exclude_city=OVERWRITTEN_CITY)
+def print_chart(ui: Ui, table: Table, labels: Mapping[str, str], width: int = 60) -> None:
+    """The writers' commits as bars from requested to completion time (from the timeline)."""
+    done = [
+        i for i in Timeline.load(table.storage).completed_data_instants
+        if i.requested_time in labels and labels[i.requested_time] != "initial load"
     ]
-    story.write("correction", f"upsert {count(len(fixed))} corrected fares",
-                table.upsert, fixed, after=lambda: trips.upserted(fixed))
-
-    trips_per_rider = Counter(r[2] for r in trips.expected.values())
-    rider = max(trips_per_rider, key=lambda name: (trips_per_rider[name], name))
-    from pyspark.sql import functions as F
-
-    found = [
-        (r["trip_id"], r["city"]) for r in
-        table.read().filter(F.col("rider") == rider).select("trip_id", "city").collect()
-    ]
-    erased = story.spark.createDataFrame(found, "trip_id string, city string")
-    story.write("GDPR delete", f"delete the {count(len(found))} trips of {rider}, found by a read",
-                table.delete, erased, after=lambda: trips.deleted(key for key, _ in found))
-
-    late = trips.new(rows // 10, city=BACKFILL_CITY, ts_offset=-10_000_000)
-    story.write("backfill", f"insert {count(len(late))} late trips of a new city={BACKFILL_CITY}",
-                table.insert, late, after=lambda: trips.upserted(late))
+    if not done:
+        return
+    start = min(_ms(i.requested_time) for i in done)
+    end = max(_ms(i.completion_time or i.requested_time) for i in done)
+    span = max(end - start, 1.0)
+    width = max(20, min(width, ui.out.width - 50))
+    full, empty = ("█", "·") if ui.check == "✓" else ("#", ".")
+    ui.out.print(Text(f"the writers over time: each bar is one commit, requested → completed "
+                      f"({seconds(span / 1000)} in all)", style="bold"))
+    for inst in sorted(done, key=lambda i: (labels[i.requested_time], i.requested_time)):
+        a = int((_ms(inst.requested_time) - start) / span * width)
+        b = max(a + 1, round((_ms(inst.completion_time or inst.requested_time) - start) / span * width))
+        bar = empty * a + full * (b - a) + empty * (width - b)
+        ui.out.print(Text(f"  {labels[inst.requested_time]:<11}  {inst.requested_time}  {bar}"))
 
 
-# -- checks ----------------------------------------------------------------------------
-
-
-def _diff(name: str, got: set[str], want: set[str]) -> str:
-    missing, extra = sorted(want - got), sorted(got - want)
+def _diff(name: str, got: Mapping[str, Row], want: Mapping[str, Row]) -> str:
+    missing = sorted(set(want) - set(got))
+    extra = sorted(set(got) - set(want))
+    changed = sorted(k for k in set(got) & set(want) if got[k] != want[k])
     parts = []
     if missing:
-        parts.append(f"{len(missing)} key(s) missing, e.g. {', '.join(missing[:3])}")
+        parts.append(f"{len(missing)} trip(s) missing, e.g. {', '.join(missing[:3])}")
     if extra:
-        parts.append(f"{len(extra)} unexpected key(s), e.g. {', '.join(extra[:3])}")
+        parts.append(f"{len(extra)} unexpected trip(s), e.g. {', '.join(extra[:3])}")
+    if changed:
+        k = changed[0]
+        parts.append(f"{len(changed)} trip(s) with other values, e.g. {k}: {got[k]} instead of {want[k]}")
     return f"{name}: " + "; ".join(parts)
 
 
-def read_with_hudi_rs(path: str) -> tuple[int, list[str]]:
-    """Row count and trip ids as hudi-rs reads the table. Raises ImportError without it."""
+def _as_rows(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Row], int]:
+    """Rows by trip id, and how many records there were (to catch duplicate keys)."""
+    out: dict[str, Row] = {}
+    n = 0
+    for r in records:
+        n += 1
+        out[str(r["trip_id"])] = (
+            str(r["trip_id"]), str(r["city"]), str(r["rider"]), float(r["fare"]), float(r["distance_km"]),
+            int(r["ts"]),
+        )
+    return out, n
+
+
+def read_with_hudi_rs(path: str) -> list[dict[str, Any]]:
+    """The table's rows as hudi-rs reads them. Raises ImportError without it."""
     import pyarrow as pa
     from hudi import HudiReadOptions, HudiTableBuilder
 
     hudi_table = HudiTableBuilder.from_base_uri(os.path.abspath(path)).build()
     batches = hudi_table.read(HudiReadOptions())
     if not batches:
-        return 0, []
-    data = pa.Table.from_batches(batches)
-    return data.num_rows, [str(k) for k in data.column("trip_id").to_pylist()]
+        return []
+    return pa.Table.from_batches(batches).select(list(COLUMNS)).to_pylist()
 
 
-def verify(ui: Ui, table: Table, trips: Trips) -> bool:
-    df = table.read()
-    keys = [r["trip_id"] for r in df.select("trip_id").collect()]
-    want = set(trips.expected)
-    per_city = {r["city"]: r["count"] for r in df.groupBy("city").count().collect()}
+def _same(ui: Ui, name: str, records: list[Mapping[str, Any]], want: dict[str, Row]) -> bool:
+    got, n = _as_rows(records)
+    if n == len(got) and got == want:
+        return True
+    detail = _diff(name, got, want)
+    if n != len(got):
+        detail += f"; {n - len(got)} duplicate key(s)"
+    ui.err.print(
+        f"[red]error:[/] {escape(name)} does not read the expected {count(len(want))} rows: {escape(detail)}",
+        soft_wrap=True,
+    )
+    return False
 
+
+def verify(ui: Ui, table: Table, want: dict[str, Row]) -> bool:
+    records = [r.asDict() for r in table.read().select(*COLUMNS).collect()]
+    per_city = Counter(str(r["city"]) for r in records)
     grid = RichTable(
         title="rows per city", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False
     )
     grid.add_column("city")
     grid.add_column("rows", justify="right")
-    for city in sorted(per_city):
-        grid.add_row(Text(str(city)), count(per_city[city]))
-    grid.add_row("[bold]total[/]", f"[bold]{count(len(keys))}[/]")
+    grid.add_column("expected", justify="right")
+    expected_per_city = Counter(r[1] for r in want.values())
+    for city in sorted(set(per_city) | set(expected_per_city)):
+        grid.add_row(Text(city), count(per_city[city]), count(expected_per_city[city]))
+    grid.add_row("[bold]total[/]", f"[bold]{count(len(records))}[/]", f"[bold]{count(len(want))}[/]")
     ui.out.print(grid)
 
-    ok = True
-    if len(keys) != len(set(keys)) or set(keys) != want:
-        dupes = len(keys) - len(set(keys))
-        detail = _diff("tidemark", set(keys), want)
-        if dupes:
-            detail += f"; {dupes} duplicate key(s)"
-        ui.err.print(
-            f"[red]error:[/] tidemark's read does not match the expected {count(len(want))} "
-            f"rows: {escape(detail)}", soft_wrap=True,
-        )
-        ok = False
-    else:
-        ui.out.print(f"{ui.check} tidemark reads the expected {count(len(want))} rows")
-
+    ok = _same(ui, "tidemark", records, want)
+    if ok:
+        ui.out.print(f"{ui.check} tidemark reads exactly the expected {count(len(want))} rows "
+                     "(every column of every trip)")
     try:
-        hudi_rows, hudi_keys = read_with_hudi_rs(table.path)
+        hudi_records = read_with_hudi_rs(table.path)
     except ImportError:
         ui.err.print("[yellow]warning:[/] hudi-rs is not installed (pip install hudi); "
                      "skipped the independent check", soft_wrap=True)
         return ok
-    if hudi_rows == len(keys) and set(hudi_keys) == set(keys):
-        ui.out.print(f"{ui.check} hudi-rs agrees: {count(hudi_rows)} rows")
+    if _same(ui, "hudi-rs", hudi_records, want):
+        ui.out.print(f"{ui.check} hudi-rs agrees: {count(len(hudi_records))} rows, the same values")
     else:
-        detail = _diff("hudi-rs", set(hudi_keys), set(keys))
-        ui.err.print(
-            f"[red]error:[/] hudi-rs disagrees: it reads {count(hudi_rows)} rows, tidemark "
-            f"{count(len(keys))}; {escape(detail)}", soft_wrap=True,
-        )
         ok = False
     return ok
 
 
 # -- the command -----------------------------------------------------------------------
+
+
+def _plan_lines(ui: Ui, writers: list[Writer]) -> None:
+    for writer in writers:
+        steps = "; then ".join(f"{s.op} {s.what}" for s in writer.steps)
+        ui.out.print(Text(f"  {writer.name:<11}  {steps}"), soft_wrap=True)
+
+
+def tell(ui: Ui, spark: SparkSession, table: Table, rows: int, threads: bool, pool: bool) -> tuple[bool, int]:
+    """The story; returns whether the check passed and how many commits were made."""
+    trips = Trips()
+    initial = trips.new(rows)
+    started = time.monotonic()
+    with ui.out.status(f"bulk_insert of {count(rows)} trips…"):
+        loaded = table.bulk_insert(spark.createDataFrame(initial, SCHEMA))
+    ui.out.print(
+        f"{ui.check} initial load: BULK_INSERT {loaded.instant_time}  +{count(loaded.num_inserts)} trips in "
+        f"{loaded.num_files} files ({seconds(time.monotonic() - started)})"
+    )
+    writers = plan_writers(trips, initial, rows)
+
+    ui.out.print()
+    if threads:
+        ui.out.print("[bold]Four writers at the same time[/] (threads; each its own Table with optimistic "
+                     "concurrency control, the filesystem lock, up to 5 retries after a lost conflict)")
+    else:
+        ui.out.print("[bold]Four writers, one after another[/] (--writers-mode sequential: "
+                     "no overlap, so no conflicts)")
+    _plan_lines(ui, writers)
+    ui.out.print()
+    run = run_writers(ui, spark, table.path, writers, threads=threads, pool=pool)
+
+    # The expected table: the initial load, then every write that committed, in the order
+    # of their completion times. The writers touch disjoint records, so any order gives
+    # the same rows; a write that gave up is left out.
+    state = {r[0]: r for r in initial}
+    done = sorted((o for o in run.outcomes if o.result), key=lambda o: o.result.completion_time if o.result else "")
+    for outcome in done:
+        apply(state, outcome.step.op, outcome.step.rows, outcome.step.rider)
+    failed = [o for o in run.outcomes if o.result is None]
+    retried = sum(1 for o in done if o.result and o.result.attempts > 1)
+    ui.out.print(
+        f"{len(done)} commits by {len(writers)} writers in {seconds(time.monotonic() - run.began)}; "
+        f"{run.conflicts} lost conflict(s), {retried} commit(s) needed a retry"
+        + (f"; {len(failed)} write(s) gave up (left out of the expected rows)" if failed else "")
+    )
+
+    labels = {loaded.instant_time: "initial load"}
+    labels.update({o.result.instant_time: o.writer for o in done if o.result})
+    ui.out.print()
+    print_timeline(ui, table, title="timeline", labels=labels)
+    ui.out.print()
+    print_chart(ui, table, labels)
+    ui.out.print()
+    return verify(ui, table, state), len(done) + 1
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
@@ -397,23 +667,22 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         ui.out.print(f"[bold]tidemark demo[/]: a copy-on-write Hudi table at {escape(table_path)}")
         with ui.out.status("starting Spark (local[2])…"):
             spark, owned = start_spark(scratch)
+        fair = spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO").upper() == "FAIR"
         ui.out.print(f"{ui.check} Spark {spark.version} ready "
-                     f"({seconds(time.monotonic() - began)})")
+                     f"({seconds(time.monotonic() - began)}, {'FAIR' if fair else 'FIFO'} scheduler)")
         written = time.monotonic()
         table = Table.create(
             table_path, spark=spark, record_key="trip_id", partition_by="city",
-            ordering_field="ts", options={"hoodie.table.name": "trips"},
+            ordering_field="ts", options={"hoodie.table.name": "trips", **OCC},
         )
         ui.out.print(f"{ui.check} created table trips: record key trip_id, partitioned by city, "
                      "ordering field ts (the newest ts wins)")
-        story = Story(ui, spark, table, Trips())
-        tell(story, args.rows)
-        ui.out.print()
-        print_timeline(ui, table, title="timeline")
-        ui.out.print()
-        ok = verify(ui, table, story.trips)
+        try:
+            ok, commits = tell(ui, spark, table, args.rows, args.writers_mode == "threads", fair)
+        finally:
+            table.close()
         ui.out.print(
-            f"{story.step} writes and the checks took {seconds(time.monotonic() - written)} "
+            f"{commits} commits and the checks took {seconds(time.monotonic() - written)} "
             f"(after {seconds(written - began)} to start Spark)"
         )
     finally:

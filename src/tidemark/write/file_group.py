@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -55,15 +56,25 @@ def _codec(name: str) -> str:
     return "none" if name in ("none", "uncompressed") else name
 
 
+def _constant(value: str, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, pa.string()), n)
+
+
+def _sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
+    """``<prefix>_<start>``, ``<prefix>_<start+1>``, ... computed in Arrow, not per row in Python."""
+    numbers = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+    return pc.binary_join_element_wise(prefix, numbers, "_")
+
+
 def _with_meta(rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str, start: int) -> pa.Table:
     """New or updated rows: set commit time, sequence number and file name."""
     n = rows.num_rows
     cols = {
-        COMMIT_TIME: pa.array([spec.instant_time] * n, pa.string()),
-        COMMIT_SEQNO: pa.array([f"{seq_prefix}_{start + i}" for i in range(n)], pa.string()),
+        COMMIT_TIME: _constant(spec.instant_time, n),
+        COMMIT_SEQNO: _sequence_numbers(seq_prefix, start, n),
         RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
         PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
-        FILE_NAME: pa.array([file_name] * n, pa.string()),
+        FILE_NAME: _constant(file_name, n),
     }
     arrays = []
     for field in spec.schema:
@@ -142,11 +153,7 @@ def write_file_group(
         kept_stale = touched.filter(pc.is_in(touched.column(RECORD_KEY), value_set=losers_keys))
         kept = pa.concat_tables([kept, kept_stale])
         if kept.num_rows:
-            kept = kept.set_column(
-                kept.schema.get_field_index(FILE_NAME),
-                FILE_NAME,
-                pa.array([name] * kept.num_rows, pa.string()),
-            )
+            kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME, _constant(name, kept.num_rows))
             pieces.append(kept)
     else:
         updates = upserts.slice(0, 0)
