@@ -152,3 +152,71 @@ def test_instant_times_from_threads_are_unique_and_increasing(tmp_path: Path) ->
     # completion times follow publication order: each is above every time generated before it
     assert [r.completion_time for r in by_completion] == sorted(r.completion_time for r in results)
     assert table.read().num_rows == 20
+
+
+FAST_HEARTBEAT = {**OCC, "hoodie.write.lock.provider": "filesystem", "hoodie.client.heartbeat.interval_in_ms": "100",
+                  "hoodie.client.heartbeat.tolerable.misses": "2"}
+
+
+def _dead_write(path: str) -> str:
+    """Start a write whose heartbeat then stops: what a crashed writer leaves behind."""
+    from tidemark.write.commit import CommitProtocol
+
+    protocol = CommitProtocol(LocalStorage(path), resolve_write_config(FAST_HEARTBEAT))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    assert pending.heartbeat is not None
+    pending.heartbeat.stop(delete=False)
+    protocol.close()
+    return pending.instant_time
+
+
+def _wait_expired(path: str, instant: str) -> None:
+    policy = HeartbeatPolicy(100, 2)
+    deadline = time.monotonic() + 10
+    while not policy.is_expired(LocalStorage(path), instant):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def test_a_writer_whose_heartbeat_expired_aborts_instead_of_committing(tmp_path: Path) -> None:
+    from tidemark.write.commit import CommitProtocol
+
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", options=FAST_HEARTBEAT)
+    protocol = CommitProtocol(LocalStorage(table.path), resolve_write_config(FAST_HEARTBEAT))
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    assert pending.heartbeat is not None
+    pending.heartbeat.stop(delete=False)  # the heartbeat thread starved: the writer looks dead
+    _wait_expired(table.path, pending.instant_time)
+    with pytest.raises(tidemark.HeartbeatExpiredError):
+        protocol.complete(pending, [], schema_json=None)
+    timeline = Timeline.load(LocalStorage(table.path))
+    assert not timeline.is_completed(pending.instant_time)
+    assert all(i.requested_time != pending.instant_time for i in timeline)
+    protocol.close()
+
+
+def test_two_cleaners_roll_a_dead_write_back_once(tmp_path: Path) -> None:
+    import threading
+
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", options=FAST_HEARTBEAT)
+    table.upsert(pa.table({"id": [1]}))
+    dead = _dead_write(table.path)
+    _wait_expired(table.path, dead)
+    start = threading.Barrier(2)
+    results: list[int] = []
+
+    def clean() -> None:
+        t = tidemark.Table.open(table.path, spark=None, options=FAST_HEARTBEAT)
+        start.wait()
+        results.append(len(t.clean()))
+        t.close()
+
+    threads = [threading.Thread(target=clean) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(results) == [0, 1]
+    rollbacks = Timeline.load(LocalStorage(table.path)).filter(actions=[Action.ROLLBACK])
+    assert len(rollbacks) == 1
+    assert table.read().column("id").to_pylist() == [1]

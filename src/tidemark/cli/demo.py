@@ -12,7 +12,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -402,26 +402,20 @@ def run_writers(
         with conflict_lines(run, {w.name for w in writers}):
             run.header()
             run.began = time.monotonic()
-            if threads:
-                from pyspark import InheritableThread
+            from pyspark import InheritableThread
 
-                started = [
-                    InheritableThread(
-                        target=run_writer, name=writer.name, args=(run, spark, table, writer, pool), daemon=True
-                    )
-                    for table, writer in zip(tables, writers, strict=True)
-                ]
-                for thread in started:
-                    thread.start()
-                for thread in started:
+            started = [
+                InheritableThread(
+                    target=run_writer, name=writer.name, args=(run, spark, table, writer, pool), daemon=True
+                )
+                for table, writer in zip(tables, writers, strict=True)
+            ]
+            for thread in started:
+                thread.start()
+                if not threads:  # sequential: each writer finishes before the next starts
                     thread.join()
-            else:
-                for table, writer in zip(tables, writers, strict=True):
-                    threading.current_thread().name, name = writer.name, threading.current_thread().name
-                    try:
-                        run_writer(run, spark, table, writer, pool=False)
-                    finally:
-                        threading.current_thread().name = name
+            for thread in started:
+                thread.join()
     finally:
         for table in tables:
             table.close()
@@ -545,7 +539,7 @@ def read_with_hudi_rs(path: str) -> list[dict[str, Any]]:
     return pa.Table.from_batches(batches).select(list(COLUMNS)).to_pylist()
 
 
-def _same(ui: Ui, name: str, records: list[Mapping[str, Any]], want: dict[str, Row]) -> bool:
+def _same(ui: Ui, name: str, records: Sequence[Mapping[str, Any]], want: dict[str, Row]) -> bool:
     got, n = _as_rows(records)
     if n == len(got) and got == want:
         return True
