@@ -248,7 +248,7 @@ def spark_batch(spark, batch: Batch):  # type: ignore[no-untyped-def]
 
 
 # -- timing ---------------------------------------------------------------------------------
-def tree_cpu_seconds() -> float:
+def tree_cpu_seconds() -> tuple[float, dict[int, float]]:
     """CPU seconds (user + system) used so far by this process and all its descendants.
 
     That is the driver, the Spark JVM, its Python workers and delta-rs's threads: a
@@ -276,7 +276,8 @@ def tree_cpu_seconds() -> float:
         new = {pid for pid, ppid in parent.items() if ppid in mine and pid not in mine}
         mine |= new
         grew = bool(new)
-    return sum(cpu.get(pid, 0) for pid in mine) / tick
+    per_pid = {pid: cpu.get(pid, 0) / tick for pid in mine}
+    return sum(per_pid.values()), per_pid
 
 
 @dataclass
@@ -303,7 +304,7 @@ class Recorder:
         label = f"{bench}|{engine}|{n}|{rep}"
         if self.sc is not None:
             self.sc.setLocalProperty(LABEL_PROP, label)
-        cpu0 = tree_cpu_seconds()
+        cpu0, pids0 = tree_cpu_seconds()
         start = time.time()
         try:
             value = fn()
@@ -311,9 +312,13 @@ class Recorder:
             end = time.time()
             if self.sc is not None:
                 self.sc.setLocalProperty(LABEL_PROP, "untimed")
-        cpu = tree_cpu_seconds() - cpu0
+        cpu1, pids1 = tree_cpu_seconds()
+        cpu = cpu1 - cpu0
+        # A process of the tree that ended during the step: its CPU is only counted if a
+        # process of the tree reaped it; record how much could have gone missing.
+        vanished = sum(c for pid, c in pids0.items() if pid not in pids1)
         m = Measurement(n, rep, bench, engine, end - start, cpu, os.getloadavg()[0],
-                        int(start * 1000), int(end * 1000), label)
+                        int(start * 1000), int(end * 1000), label, {"cpu_vanished_s": vanished})
         self.results.append(m)
         print(f"  [{time.strftime('%H:%M:%S')}] N={n:>9,} rep {rep} {bench:<7} {engine:<22} "
               f"{m.seconds:8.2f} s  cpu {cpu:7.1f} s  load {m.load1:4.1f}", flush=True)
@@ -487,10 +492,10 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
             value, m = measure(n, rep, "bulk", engine, fn)
             if engine == "tidemark" and m is not None:
                 table, result = value
-                m.extra = {"bytes": result.bytes_written, "files": result.num_files}
+                m.extra.update({"bytes": result.bytes_written, "files": result.num_files})
             elif m is not None:
-                m.extra = {"bytes": du(raw_base), "files": len([f for f in os.listdir(raw_base)
-                                                                  if f.endswith(".parquet")])}
+                m.extra.update({"bytes": du(raw_base), "files": len([f for f in os.listdir(raw_base)
+                                                                       if f.endswith(".parquet")])})
         if rep == 0:
             check("tidemark bulk_insert", summary_spark(tidemark.Table.open(tm_base, spark=spark).read()),
                   base_summary)
@@ -507,11 +512,11 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
             for engine, fn in steps if rep % 2 == 0 else steps[::-1]:
                 value, m = measure(n, rep, b.kind, engine, fn)
                 if engine == "tidemark" and m is not None:
-                    m.extra = {"bytes": value.bytes_written, "files": value.num_files,
-                               "updates": value.num_updates, "inserts": value.num_inserts,
-                               **tidemark_write_stats(table, value.instant_time)}
+                    m.extra.update({"bytes": value.bytes_written, "files": value.num_files,
+                                    "updates": value.num_updates, "inserts": value.num_inserts,
+                                    **tidemark_write_stats(table, value.instant_time)})
                 elif m is not None:
-                    m.extra = {"bytes": du(raw_out)}
+                    m.extra.update({"bytes": du(raw_out)})
             if rep == 0:
                 check(f"tidemark upsert ({b.kind})", summary_spark(table.read()), expected[b.kind])
                 check(f"raw rewrite ({b.kind})", summary_spark(spark.read.parquet(raw_out)), expected[b.kind])
@@ -524,8 +529,8 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
                 diag = tidemark.Table.open(diag_path, spark=spark, options=par)
                 value, m = measure(n, rep, b.kind, f"tidemark-par{args.shuffle_partitions}",
                                    partial(diag.upsert, batch_df))
-                m.extra = {"bytes": value.bytes_written, "files": value.num_files,
-                           **tidemark_write_stats(diag, value.instant_time)}
+                m.extra.update({"bytes": value.bytes_written, "files": value.num_files,
+                                **tidemark_write_stats(diag, value.instant_time)})
                 if rep == 0:
                     check(f"tidemark upsert par ({b.kind})", summary_spark(diag.read()), expected[b.kind])
                 shutil.rmtree(diag_path)
@@ -537,7 +542,7 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
             _, m = measure(n, rep, "bulk", "delta-rs",
                            partial(delta_write, delta_base, arrow_source, args.rows_per_file))
             if m is not None:
-                m.extra = {"bytes": du(delta_base), "files": files}
+                m.extra.update({"bytes": du(delta_base), "files": files})
             variants: list[tuple[str, dict[str, Any]]] = [("delta-rs", {})]
             if timed:
                 variants.append(("delta-rs-unstreamed", {"streamed_exec": False}))
@@ -551,7 +556,7 @@ def run_size(spark, args: argparse.Namespace, rec: Recorder, n: int, root: str, 
                         keep = ("num_target_files_added", "num_target_files_removed", "num_target_rows_updated",
                                 "num_target_rows_inserted", "num_target_rows_copied", "scan_time_ms",
                                 "execution_time_ms", "rewrite_time_ms")
-                        m.extra = {k: metrics.get(k) for k in keep if k in metrics}
+                        m.extra.update({k: metrics.get(k) for k in keep if k in metrics})
                     if rep == 0:
                         check(f"delta merge ({b.kind}, {engine})", summary_delta(path), expected[b.kind])
                     shutil.rmtree(path)
@@ -698,6 +703,12 @@ def report(args: argparse.Namespace, info: dict[str, Any], command: str, results
             f"max {max(loads):.1f} (2 cores: above ~2, other processes were competing for the CPU). "
             "`CPU s` is the CPU time of this benchmark's own processes (driver, Spark JVM, Python "
             "workers, delta-rs threads) during the step, which competing load inflates much less than wall time.")
+        odd = [m for m in results if m.extra.get("cpu_vanished_s", 0) > 1]
+        if odd:
+            add("CPU caveat: in these steps processes of the benchmark ended while it ran, so their CPU time "
+                "may be missing from `CPU s`: " + "; ".join(
+                    f"{m.bench}/{m.engine} N={m.n:,} run {m.rep + 1} ({m.cpu_s:.1f} s counted, up to "
+                    f"{m.extra['cpu_vanished_s']:.1f} s possibly missing)" for m in odd) + ".")
     add("")
 
     def met(ratio: float, target: float) -> str:

@@ -50,7 +50,8 @@ table of taxi trips (record key trip_id, partitioned by city, newest ts wins),
 load it with bulk_insert, then let four writers write to it AT THE SAME TIME,
 each with its own Table object and optimistic concurrency control:
 
-  ingest       upserts of newly arrived trips (3 commits)
+  ingest       upserts of newly arrived trips (2 commits), into new file
+               groups (hoodie.parquet.small.file.limit=0)
   correction   upserts of corrected fares of existing trips (2 commits)
   GDPR delete  deletes every trip of one rider, found by a read (2 commits)
   backfill     insert_overwrite of the city=la partition with a corrected
@@ -62,7 +63,9 @@ the short steps that need it (starting an instant, committing) and write
 their files in parallel. At commit each write checks whether a write that
 completed since it began touched the same file groups; if so it lost the
 conflict: it is rolled back and run again with a new instant. Such a commit
-shows "attempts 2" or more. Every other outcome keeps the table consistent.
+shows "attempts 2" or more. Here correction and GDPR delete rewrite the same
+existing file groups, so they usually conflict; ingest (new file groups
+only) and backfill (the only writer of city=la) never do.
 
 As each commit completes a line is printed: the time since the writers
 started, the writer, the operation, the instant's requested and completion
@@ -192,13 +195,16 @@ class Step:
 class Writer:
     name: str
     steps: tuple[Step, ...]
+    options: tuple[tuple[str, str], ...] = ()  # on top of OCC
 
 
 def plan_writers(trips: Trips, initial: list[Row], rows: int) -> list[Writer]:
     """The four writers' commits. They touch disjoint records, so the final table is the
     same whatever order their commits land in:
 
-    * ingest adds new trips outside city=la, never of the erased riders;
+    * ingest adds new trips outside city=la, never of the erased riders, in new file groups
+      (small files are not topped up), so it never conflicts with the writers that rewrite
+      existing file groups;
     * correction updates trips of the initial load outside city=la, not of the erased riders;
     * GDPR delete erases riders who have no trip in city=la and whom nobody else writes;
     * backfill is the only writer of city=la.
@@ -211,9 +217,9 @@ def plan_writers(trips: Trips, initial: list[Row], rows: int) -> list[Writer]:
     riders = [f"rider-{i:03d}" for i in range(1, RIDERS + 1) if f"rider-{i:03d}" not in erased]
 
     ingest = Writer("ingest", tuple(
-        Step("upsert", f"{small} new trips", tuple(trips.new(small, cities=others, riders=riders)))
-        for _ in range(3)
-    ))
+        Step("upsert", f"{small} new trips into new file groups", tuple(trips.new(small, cities=others, riders=riders)))
+        for _ in range(2)
+    ), options=(("hoodie.parquet.small.file.limit", "0"),))
     pool = sorted(r for r in initial if r[1] != BACKFILL_CITY and r[2] not in erased)
     fixes = max(rows // 100, 3)
     picked = trips.rng.sample(pool, min(2 * fixes, len(pool)))
@@ -396,7 +402,7 @@ def run_writer(run: Run, spark: SparkSession, table: Table, writer: Writer, pool
 def run_writers(
     ui: Ui, spark: SparkSession, path: str, writers: list[Writer], *, threads: bool, pool: bool
 ) -> Run:
-    tables = [Table.open(path, spark=spark, options=OCC) for _ in writers]  # one Table per writer
+    tables = [Table.open(path, spark=spark, options={**OCC, **dict(w.options)}) for w in writers]
     run = Run(ui)
     try:
         with conflict_lines(run, {w.name for w in writers}):
@@ -477,7 +483,9 @@ def _ms(instant_time: str) -> float:
     return parse_instant_time(instant_time).timestamp() * 1000
 
 
-def print_chart(ui: Ui, table: Table, labels: Mapping[str, str], width: int = 60) -> None:
+def print_chart(
+    ui: Ui, table: Table, labels: Mapping[str, str], order: list[str], width: int = 60
+) -> None:
     """The writers' commits as bars from requested to completion time (from the timeline)."""
     done = [
         i for i in Timeline.load(table.storage).completed_data_instants
@@ -492,7 +500,8 @@ def print_chart(ui: Ui, table: Table, labels: Mapping[str, str], width: int = 60
     full, empty = ("█", "·") if ui.check == "✓" else ("#", ".")
     ui.out.print(Text(f"the writers over time: each bar is one commit, requested → completed "
                       f"({seconds(span / 1000)} in all)", style="bold"))
-    for inst in sorted(done, key=lambda i: (labels[i.requested_time], i.requested_time)):
+    rank = {name: n for n, name in enumerate(order)}
+    for inst in sorted(done, key=lambda i: (rank.get(labels[i.requested_time], 99), i.requested_time)):
         a = int((_ms(inst.requested_time) - start) / span * width)
         b = max(a + 1, round((_ms(inst.completion_time or inst.requested_time) - start) / span * width))
         bar = empty * a + full * (b - a) + empty * (width - b)
@@ -638,7 +647,7 @@ def tell(ui: Ui, spark: SparkSession, table: Table, rows: int, threads: bool, po
     ui.out.print()
     print_timeline(ui, table, title="timeline", labels=labels)
     ui.out.print()
-    print_chart(ui, table, labels)
+    print_chart(ui, table, labels, [w.name for w in writers])
     ui.out.print()
     return verify(ui, table, state), len(done) + 1
 

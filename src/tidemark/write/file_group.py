@@ -56,6 +56,22 @@ def _codec(name: str) -> str:
     return "none" if name in ("none", "uncompressed") else name
 
 
+# Sequence numbers and record keys are unique per row: trying a dictionary for them is wasted
+# work. Min/max statistics of the sequence number, file name and partition path serve no
+# reader. (Record key and commit time keep theirs: readers prune by them.)
+_NO_DICTIONARY = {COMMIT_SEQNO, RECORD_KEY}
+_NO_STATISTICS = {COMMIT_SEQNO, FILE_NAME, PARTITION_PATH}
+
+
+def parquet_options(spec: WriteSpec) -> dict[str, object]:
+    names = spec.schema.names
+    return {
+        "compression": _codec(spec.compression),
+        "use_dictionary": [n for n in names if n not in _NO_DICTIONARY],
+        "write_statistics": [n for n in names if n not in _NO_STATISTICS],
+    }
+
+
 def _constant(value: str, n: int) -> pa.Array:
     return pa.repeat(pa.scalar(value, pa.string()), n)
 
@@ -165,7 +181,7 @@ def write_file_group(
 
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(out, full, compression=_codec(spec.compression))
+    pq.write_table(out, full, **parquet_options(spec))
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
@@ -192,7 +208,7 @@ class _RollingFile:
         create_marker(storage, spec.instant_time, self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.full, spec.schema, compression=_codec(spec.compression))
+        self.writer = pq.ParquetWriter(self.full, spec.schema, **parquet_options(spec))
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
