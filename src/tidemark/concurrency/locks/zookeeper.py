@@ -65,7 +65,7 @@ class ZooKeeperLockProvider:
                 key="hoodie.write.lock.zookeeper.url",
             )
         self._settings = settings
-        self.hosts = f"{settings.zk_url}:{settings.zk_port}"
+        self.hosts = zookeeper_hosts(settings.zk_url, settings.zk_port)
         self.path = lock_node_path(settings, table_path)
         self._id = owner_id()
         self._lost = threading.Event()
@@ -158,3 +158,14 @@ def factory(settings: LockSettings, table_path: str) -> ZooKeeperLockProvider:
 
 
 register_lock_provider("zookeeper", factory)
+
+
+def zookeeper_hosts(url: str, port: int) -> str:
+    """kazoo's host string: ``port`` is added to every host that names none (``a,b:2182`` works)."""
+    hosts = []
+    for host in url.split(","):
+        host = host.strip()
+        if host.startswith("zk://"):
+            host = host[len("zk://") :]
+        hosts.append(host if ":" in host.rsplit("]", 1)[-1] else f"{host}:{port}")
+    return ",".join(hosts)
