@@ -178,6 +178,223 @@ def test_timeline_of_a_table_without_writes(capsys: pytest.CaptureFixture[str], 
     assert "0 rows in 0 files" in out
 
 
+def test_options_arguments_and_durations() -> None:
+    assert option_pairs(["a.b=1", " c = x=y "]) == {"a.b": "1", "c": "x=y"}
+    assert option_pairs(None) == {}
+    for bad in ("novalue", "=1"):
+        with pytest.raises(CliUsageError):
+            option_pairs([bad])
+    assert [ago(ms) for ms in (400, 12_300, 300_000, 3 * 3600_000, 5 * 86400_000)] == [
+        "0.4 s", "12 s", "5 min", "3 h", "5 d"
+    ]
+
+
+def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    Table.create(path, spark=None, record_key="id")
+    code, _, err = run(capsys, "timeline", path, "--options", "hoodie.client.heartbeat.interval_in_ms")
+    assert code == 2
+    assert_clean_error(err, "KEY=VALUE")
+    code, _, err = run(capsys, "clean", path, "--options", "hoodie.client.heartbeat.interval_ms=5")
+    assert code == 2
+    assert_clean_error(err, "unknown option", "hoodie.client.heartbeat.interval_in_ms")
+    code, _, err = run(capsys, "demo", "--writers-mode", "processes")
+    assert code == 2
+    assert_clean_error(err, "--writers-mode")
+
+
+def test_concurrent_instants_from_intervals() -> None:
+    def done(requested: str, completed: str, action: Action = Action.COMMIT) -> Instant:
+        return Instant(f"2026010100{requested}000", action, State.COMPLETED, f"2026010100{completed}000")
+
+    a, b, c, d = done("0000", "0010"), done("0005", "0008"), done("0009", "0020"), done("0030", "0031")
+    rollback = done("0006", "0007", Action.ROLLBACK)  # not a data instant
+    pending = Instant("20260101000007000", Action.COMMIT, State.INFLIGHT)
+    found = concurrent_instants([d, c, b, a, rollback, pending])
+    t = {x: x.requested_time for x in (a, b, c, d)}
+    assert found == {t[a]: [t[b], t[c]], t[b]: [t[a]], t[c]: [t[a]], t[d]: []}
+
+
+def test_timeline_shows_which_writes_ran_concurrently(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    path = str(tmp_path / "t")
+    Table.create(path, spark=None, record_key="id")
+    times = {  # requested -> completed: the first overlaps the next two; the last is alone
+        "20260101000000000": "20260101000010000",
+        "20260101000005000": "20260101000008000",
+        "20260101000009000": "20260101000020000",
+        "20260101000030000": "20260101000031000",
+    }
+    for requested, completed in times.items():
+        Path(path, ".hoodie", "timeline", f"{requested}_{completed}.commit").write_bytes(
+            CommitMetadata("UPSERT").to_bytes()
+        )
+    code, out, err = run(capsys, "timeline", path)
+    assert code == 0, err
+    assert "concurrent with" in out
+    lines = {line.split()[0]: line.rstrip() for line in out.splitlines() if line.startswith("2026")}
+    assert lines["20260101000000000"].endswith("20260101000005000 +1")
+    assert lines["20260101000005000"].endswith("20260101000000000")
+    assert lines["20260101000009000"].endswith("20260101000000000")
+    alone = [word for word in lines["20260101000030000"].split() if word.startswith("2026010100")]
+    assert alone == ["20260101000030000", "20260101000031000"]  # nothing overlapped it
+    assert "heartbeat" not in out  # no pending write, no heartbeat column
+
+
+# -- clean: failed writes with expired heartbeats (Arrow engine, no Spark) ----------------------
+
+# Writers beat every 100 ms; a heartbeat older than 1 s (100 ms x 10) counts as expired.
+HEARTBEAT = {"hoodie.client.heartbeat.interval_in_ms": "100", "hoodie.client.heartbeat.tolerable.misses": "10"}
+HEARTBEAT_ARGS = ("--options", *(f"{k}={v}" for k, v in HEARTBEAT.items()))
+EXPIRY_MS = 1000
+
+
+@pytest.fixture
+def arrow_table(tmp_path: Path) -> str:
+    path = str(tmp_path / "t")
+    table = Table.create(path, spark=None, record_key="id")
+    table.upsert(pa.table({"id": [1, 2, 3], "v": ["a", "b", "c"]}))
+    return path
+
+
+@pytest.fixture
+def protocol(arrow_table: str) -> Iterator[CommitProtocol]:
+    """Starts writes by hand, as a multi-writer writer would, with fast heartbeats."""
+    options = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **HEARTBEAT}
+    p = CommitProtocol(LocalStorage(arrow_table), resolve_write_config(options))
+    started: list[PendingWrite] = []
+    original = p.start
+
+    def start(operation: str, action: Action) -> PendingWrite:
+        started.append(original(operation, action))
+        return started[-1]
+
+    p.start = start  # type: ignore[method-assign]
+    yield p
+    for pending in started:  # no heartbeat thread outlives the test
+        if pending.heartbeat is not None:
+            pending.heartbeat.stop(delete=False)
+    p.close()
+
+
+def dead_writer(protocol: CommitProtocol) -> str:
+    """A write whose writer died: instant inflight, heartbeat file left, no more beats."""
+    pending = protocol.start("UPSERT", Action.COMMIT)
+    protocol.inflight(pending)
+    assert pending.heartbeat is not None
+    pending.heartbeat.stop(delete=False)
+    return pending.instant_time
+
+
+def wait_until_expired(path: str, instant_time: str, expiry_ms: int = EXPIRY_MS) -> None:
+    storage = LocalStorage(path)
+    deadline = time.monotonic() + 30
+    while now_ms() - (last_heartbeat_ms(storage, instant_time) or 0) <= expiry_ms:
+        assert time.monotonic() < deadline, "the heartbeat never expired"
+        time.sleep(0.05)
+
+
+def instants_of(path: str) -> dict[str, Instant]:
+    return {i.requested_time: i for i in Timeline.load(LocalStorage(path))}
+
+
+def test_clean_rolls_back_an_expired_write_and_never_a_live_one(
+    capsys: pytest.CaptureFixture[str], arrow_table: str, protocol: CommitProtocol
+) -> None:
+    dead = dead_writer(protocol)
+    live = protocol.start("UPSERT", Action.COMMIT).instant_time  # its heartbeat thread keeps beating
+    wait_until_expired(arrow_table, dead)
+
+    code, out, err = run(capsys, "timeline", arrow_table, *HEARTBEAT_ARGS)
+    assert code == 0, err
+    lines = {line.split()[0]: line for line in out.splitlines() if line[:1].isdigit()}
+    assert "heartbeat" in out.splitlines()[1]
+    assert "expired (" in lines[dead] and "inflight" in lines[dead]
+    assert "alive (beat " in lines[live] and "requested" in lines[live]
+    assert "2 pending (requested/inflight): 1 alive (being written), 1 expired" in out
+
+    code, out, err = run(capsys, "clean", arrow_table, *HEARTBEAT_ARGS)
+    assert code == 0, err
+    assert "2 pending write(s); a heartbeat expires after 1 s" in out
+    assert f"rolled back commit {dead} (inflight)" in out
+    assert f"left alone: commit {live}" in out and "(its writer is alive)" in out
+
+    after = instants_of(arrow_table)
+    assert dead not in after  # the dead write is gone...
+    rollbacks = [i for i in after.values() if i.action is Action.ROLLBACK and i.is_completed]
+    assert len(rollbacks) == 1  # ...and a completed rollback instant records it
+    done = read_avro(Path(arrow_table, ".hoodie", "timeline", rollbacks[0].file_name).read_bytes())
+    assert done["commitsRollback"] == [dead]
+    assert after[live].state is State.REQUESTED  # the live write is untouched
+    assert last_heartbeat_ms(LocalStorage(arrow_table), live) is not None
+
+    code, out, _ = run(capsys, "clean", arrow_table, *HEARTBEAT_ARGS)  # again: nothing to do
+    assert code == 0
+    assert "nothing rolled back" in out and "(its writer is alive)" in out
+    code, out, _ = run(capsys, "show", arrow_table, "-n", "0")
+    assert "3 rows" in out  # the committed data is untouched
+
+
+def test_clean_with_the_default_expiry_leaves_a_recently_dead_write(
+    capsys: pytest.CaptureFixture[str], arrow_table: str, protocol: CommitProtocol
+) -> None:
+    dead = dead_writer(protocol)  # its last beat is seconds old, the default expiry 2 min
+    code, out, err = run(capsys, "clean", arrow_table)
+    assert code == 0, err
+    assert "a heartbeat expires after 120 s" in out
+    assert "nothing rolled back" in out
+    assert f"left alone: commit UPSERT {dead}" in out
+    assert dead in instants_of(arrow_table)
+
+
+def test_clean_all_pending_rolls_back_every_pending_write(
+    capsys: pytest.CaptureFixture[str], arrow_table: str, protocol: CommitProtocol
+) -> None:
+    live = protocol.start("UPSERT", Action.COMMIT).instant_time
+    orphan = "20250101000000000"  # a single-writer write that died: no heartbeat file at all
+    Path(arrow_table, ".hoodie", "timeline", f"{orphan}.commit.requested").touch()
+    code, out, _ = run(capsys, "timeline", arrow_table)
+    orphan_line = next(line for line in out.splitlines() if line.startswith(orphan))
+    assert orphan_line.rstrip().endswith("none")
+
+    code, out, err = run(capsys, "clean", arrow_table, "--all-pending")  # stdin is no terminal: no question
+    assert code == 0, err
+    assert "1 of them has a live heartbeat" in err
+    assert f"rolled back commit {live}" in out and f"rolled back commit {orphan}" in out
+    after = instants_of(arrow_table)
+    assert live not in after and orphan not in after
+    assert not [i for i in after.values() if not i.is_completed]
+
+    code, out, _ = run(capsys, "clean", arrow_table)
+    assert code == 0
+    assert out.strip() == "no pending writes"
+
+
+def test_rollback_warns_about_a_live_heartbeat(
+    capsys: pytest.CaptureFixture[str], arrow_table: str, protocol: CommitProtocol
+) -> None:
+    live = protocol.start("UPSERT", Action.COMMIT).instant_time
+    code, out, err = run(capsys, "rollback", arrow_table, live, "--yes", *HEARTBEAT_ARGS)
+    assert code == 0, err
+    assert "its heartbeat is alive" in err and "`tidemark clean` would leave it alone" in err
+    assert f"rolled back {live}" in out
+    assert live not in instants_of(arrow_table)
+
+
+def test_clean_all_pending_asks_first(
+    capsys: pytest.CaptureFixture[str], arrow_table: str, monkeypatch: Any
+) -> None:
+    pending = "20250101000000000"
+    Path(arrow_table, ".hoodie", "timeline", f"{pending}.commit.requested").touch()
+    monkeypatch.setattr(rollback_cmd, "stdin_is_interactive", lambda: True)
+    monkeypatch.setattr("builtins.input", lambda prompt="": "n")
+    code, out, _ = run(capsys, "clean", arrow_table, "--all-pending")
+    assert code == 1
+    assert "aborted; nothing was changed" in out
+    assert pending in instants_of(arrow_table)
+
+
 # -- a small table written with Spark --------------------------------------------------------
 
 
@@ -399,19 +616,32 @@ def test_rollback_asks_and_can_be_declined(
 
 @pytest.mark.spark
 def test_demo_end_to_end(capsys: pytest.CaptureFixture[str], cli_spark: Any, tmp_path: Path) -> None:
-    """The whole demo, once, small; it reuses the test session and leaves it running."""
+    """The whole demo, once, small: four writers in threads sharing the test session."""
     path = tmp_path / "demo"
     code, out, err = run(capsys, "demo", "--rows", "100", "--path", str(path))
     assert code == 0, out + err
     assert "Traceback" not in err
-    for operation in ("BULK_INSERT", "UPSERT", "DELETE", "INSERT_OVERWRITE", "INSERT"):
-        assert operation in out
-    for writer in ("ingest", "correction", "GDPR delete", "backfill"):
-        assert f"{writer}:" in out
-    assert "one after another" in out  # says honestly that the writers are not concurrent
-    assert "tidemark reads the expected" in out
+    assert "not implemented" not in out
+    assert "Four writers at the same time" in out
+    lines = [line.split() for line in out.splitlines()]
+    commits = [words for words in lines if words and words[0].startswith("+") and "attempts" in words]
+    by_writer: dict[str, list[str]] = {}
+    for words in commits:  # "+1.2s ingest UPSERT <requested> <completed> +n ~n -n attempts k ..."
+        writer = "GDPR delete" if words[1] == "GDPR" else words[1]
+        by_writer.setdefault(writer, []).append(words[3 if writer == "GDPR delete" else 2])
+    assert by_writer == {
+        "ingest": ["UPSERT", "UPSERT"],
+        "correction": ["UPSERT", "UPSERT"],
+        "GDPR delete": ["DELETE", "DELETE"],
+        "backfill": ["INSERT_OVERWRITE", "INSERT"],
+    }
+    assert "8 commits by 4 writers" in out
+    assert "concurrent with" in out  # the timeline shows writes that overlapped
+    assert "the writers over time" in out
+    assert "tidemark reads exactly the expected" in out
     assert "hudi-rs agrees:" in out
     assert (path / ".hoodie" / "hoodie.properties").exists()  # a table at --path is kept
+    assert not [i for i in Timeline.load(LocalStorage(str(path))) if not i.is_completed]
     assert cli_spark.range(3).count() == 3  # the shared session still works
 
     code, _, err = run(capsys, "demo", "--path", str(path))  # not empty any more

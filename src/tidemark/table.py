@@ -329,8 +329,9 @@ class Table:
     # -- maintenance --------------------------------------------------------------------
     def rollback(self, instant_time: str) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
-        timeline = Timeline.load(self.storage)
-        return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
+        with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
+            timeline = Timeline.load(self.storage)
+            return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
 
     def rollback_failed_writes(self) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,

@@ -7,6 +7,7 @@ import argparse
 from rich.markup import escape
 from rich.text import Text
 
+from tidemark.cli import rollback as rollback_cmd
 from tidemark.cli.output import (
     PATH_HELP,
     HelpFormatter,
@@ -16,7 +17,6 @@ from tidemark.cli.output import (
     option_pairs,
     readable_time,
 )
-from tidemark.cli.rollback import confirm, stdin_is_interactive
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
 from tidemark.services.rollback import RollbackResult
@@ -147,12 +147,12 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
             alive = [i for i, beat in writes if beat.status == "alive"]
             if alive:
                 ui.err.print(
-                    f"[yellow]warning:[/] {len(alive)} of them have a live heartbeat: a writer "
-                    "may still be running them; --all-pending rolls them back anyway",
+                    f"[yellow]warning:[/] {len(alive)} of them {'has' if len(alive) == 1 else 'have'} "
+                    "a live heartbeat: a writer may still be running; --all-pending rolls them back anyway",
                     soft_wrap=True,
                 )
-            ask = bool(writes) and not args.yes and stdin_is_interactive()
-            if ask and not confirm(ui, f"Roll back all {len(writes)} pending write(s)?"):
+            ask = bool(writes) and not args.yes and rollback_cmd.stdin_is_interactive()
+            if ask and not rollback_cmd.confirm(ui, f"Roll back all {len(writes)} pending write(s)?"):
                 ui.out.print("aborted; nothing was changed")
                 return 1
             results = table.rollback_failed_writes()

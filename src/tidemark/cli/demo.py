@@ -65,7 +65,8 @@ completed since it began touched the same file groups; if so it lost the
 conflict: it is rolled back and run again with a new instant. Such a commit
 shows "attempts 2" or more. Here correction and GDPR delete rewrite the same
 existing file groups, so they usually conflict; ingest (new file groups
-only) and backfill (the only writer of city=la) never do.
+only) never does, nor does backfill (city=la) unless an erased rider has
+trips there.
 
 As each commit completes a line is printed: the time since the writers
 started, the writer, the operation, the instant's requested and completion
@@ -206,14 +207,17 @@ def plan_writers(trips: Trips, initial: list[Row], rows: int) -> list[Writer]:
       (small files are not topped up), so it never conflicts with the writers that rewrite
       existing file groups;
     * correction updates trips of the initial load outside city=la, not of the erased riders;
-    * GDPR delete erases riders who have no trip in city=la and whom nobody else writes;
-    * backfill is the only writer of city=la.
+    * GDPR delete erases riders whom nobody else writes: those with the most trips among
+      the riders with the fewest trips in city=la (usually none);
+    * backfill is the only other writer of city=la; its re-import leaves out the erased
+      riders' trips (the corrected source honours the erasure too), so whether the delete
+      or the overwrite lands first, no trip of theirs stays.
     """
     small = max(rows // 40, 5)
     others = tuple(c for c in CITIES if c != BACKFILL_CITY)
-    in_la = {r[2] for r in initial if r[1] == BACKFILL_CITY}
-    per_rider = Counter(r[2] for r in initial if r[2] not in in_la)
-    erased = sorted(per_rider, key=lambda name: (-per_rider[name], name))[:2]
+    per_rider = Counter(r[2] for r in initial)
+    in_la = Counter(r[2] for r in initial if r[1] == BACKFILL_CITY)
+    erased = sorted(per_rider, key=lambda name: (in_la[name], -per_rider[name], name))[:2]
     riders = [f"rider-{i:03d}" for i in range(1, RIDERS + 1) if f"rider-{i:03d}" not in erased]
 
     ingest = Writer("ingest", tuple(
@@ -231,7 +235,8 @@ def plan_writers(trips: Trips, initial: list[Row], rows: int) -> list[Writer]:
         Step("delete", f"every trip of {rider}", rider=rider) for rider in erased
     ))
     reimport = tuple(
-        (r[0], r[1], r[2], _fare(r[4], per_km=2.2), r[4], r[5]) for r in initial if r[1] == BACKFILL_CITY
+        (r[0], r[1], r[2], _fare(r[4], per_km=2.2), r[4], r[5])
+        for r in initial if r[1] == BACKFILL_CITY and r[2] not in erased
     )
     late = trips.new(small, cities=(BACKFILL_CITY,), riders=riders, ts_offset=-10_000_000)
     backfill = Writer("backfill", (
@@ -274,7 +279,6 @@ class Outcome:
     step: Step
     result: CommitResult | None
     error: str | None = None
-    found: int | None = None  # GDPR: trips the read found
 
 
 @dataclass
@@ -362,8 +366,8 @@ def conflict_lines(run: Run, writers: set[str]) -> Iterator[None]:
         logger.propagate = before
 
 
-def write_step(spark: SparkSession, table: Table, step: Step) -> tuple[CommitResult | None, int | None]:
-    """Run one step; (None, 0) when a GDPR read finds nothing to delete."""
+def write_step(spark: SparkSession, table: Table, step: Step) -> CommitResult | None:
+    """Run one step; None when a GDPR read finds nothing to delete."""
     if step.rider is not None:
         from pyspark.sql import functions as F
 
@@ -372,11 +376,11 @@ def write_step(spark: SparkSession, table: Table, step: Step) -> tuple[CommitRes
             for r in table.read().filter(F.col("rider") == step.rider).select("trip_id", "city").collect()
         ]
         if not found:
-            return None, 0
-        return table.delete(spark.createDataFrame(found, "trip_id string, city string")), len(found)
+            return None
+        return table.delete(spark.createDataFrame(found, "trip_id string, city string"))
     data = spark.createDataFrame(list(step.rows), SCHEMA)
     method: Callable[[DataFrame], CommitResult] = getattr(table, step.op)
-    return method(data), None
+    return method(data)
 
 
 def run_writer(run: Run, spark: SparkSession, table: Table, writer: Writer, pool: bool) -> None:
@@ -386,14 +390,14 @@ def run_writer(run: Run, spark: SparkSession, table: Table, writer: Writer, pool
         for step in writer.steps:
             run.current[writer.name] = step.op.upper()
             try:
-                result, found = write_step(spark, table, step)
+                result = write_step(spark, table, step)
             except TidemarkError as exc:  # gave up (conflicts beyond the retries, heartbeat, lock)
                 run.committed(Outcome(writer.name, step, None, f"{type(exc).__name__}: {exc}"))
                 continue
             if result is None:
                 run.line(writer.name, step.op.upper(), f"nothing to do: no trip of {step.rider} found")
                 continue
-            run.committed(Outcome(writer.name, step, result, found=found))
+            run.committed(Outcome(writer.name, step, result))
     except BaseException as exc:  # a bug or Spark failure: reported by the main thread
         with run.lock:
             run.crashed.append(exc)
@@ -402,14 +406,14 @@ def run_writer(run: Run, spark: SparkSession, table: Table, writer: Writer, pool
 def run_writers(
     ui: Ui, spark: SparkSession, path: str, writers: list[Writer], *, threads: bool, pool: bool
 ) -> Run:
+    from pyspark import InheritableThread  # copies the JVM thread's local properties
+
     tables = [Table.open(path, spark=spark, options={**OCC, **dict(w.options)}) for w in writers]
     run = Run(ui)
     try:
         with conflict_lines(run, {w.name for w in writers}):
             run.header()
             run.began = time.monotonic()
-            from pyspark import InheritableThread
-
             started = [
                 InheritableThread(
                     target=run_writer, name=writer.name, args=(run, spark, table, writer, pool), daemon=True

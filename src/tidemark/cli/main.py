@@ -39,14 +39,16 @@ USAGE_ERRORS: tuple[type[TidemarkError], ...] = (
 
 DESCRIPTION = """\
 tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
-Python and PySpark. This command inspects tables, rolls back writes, and runs
-the demo. Only the demo starts Spark; the other commands read the files directly.
+Python and PySpark, with many concurrent writers (optimistic concurrency
+control). This command inspects tables, rolls back and cleans up failed
+writes, and runs the demo. Only the demo starts Spark; the other commands
+read the files directly.
 """
 
 EPILOG = """\
 quick start:
-  tidemark demo --keep          build a demo table with Spark and check it with
-                                hudi-rs; it prints the table's path
+  tidemark demo --keep          four writers at once on a demo table (Spark),
+                                checked with hudi-rs; it prints the table's path
   tidemark timeline PATH        what was written to it, instant by instant
   tidemark show PATH --no-meta  its rows
   tidemark show PATH --as-of T  its rows as of instant T (time travel)

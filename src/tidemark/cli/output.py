@@ -127,7 +127,7 @@ def add_options_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--options", metavar="KEY=VALUE", nargs="+", action="extend", default=[],
         help=f"options as Table.open takes them, {what}; `tidemark options heartbeat` lists "
-        "the heartbeat keys. Give them after PATH",
+        "the heartbeat keys. Give them last, after PATH",
     )
 
 

@@ -7,8 +7,17 @@ import sys
 
 from rich.markup import escape
 
-from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, count, readable_time
-from tidemark.cli.timeline import describe
+from tidemark.cli.output import (
+    PATH_HELP,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    ago,
+    count,
+    option_pairs,
+    readable_time,
+)
+from tidemark.cli.timeline import describe, liveness, policy_of
 from tidemark.errors import TidemarkError
 from tidemark.services.rollback import find_instant
 from tidemark.table import Table
@@ -22,7 +31,10 @@ INSTANT can be
   * a pending write (state requested or inflight): a write that failed, or
     whose process died, and left files behind. Readers never see these files;
     rolling back removes them. Only do this when no writer is running: a
-    pending instant may belong to a write that is still in progress.
+    pending instant may belong to a write that is still in progress. Its
+    heartbeat is shown (with the default expiry, or the one given with
+    --options); `tidemark clean` rolls back only writes whose heartbeat
+    expired, which is safe while other writers run.
   * the latest completed write (commit or replacecommit). Its rows disappear
     from the table at once: readers see the table as it was before it.
     An older completed write cannot be rolled back while later ones build on
@@ -60,6 +72,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-y", "--yes", action="store_true",
         help="do not ask for confirmation",
     )
+    add_options_argument(parser, "for the heartbeat expiry (hoodie.client.heartbeat.*)")
     parser.set_defaults(run=run)
 
 
@@ -79,7 +92,7 @@ def confirm(ui: Ui, question: str) -> bool:
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    table = Table.open(args.path, spark=None)
+    table = Table.open(args.path, spark=None, options=option_pairs(args.options))
     timeline = Timeline.load(table.storage)
     instant = find_instant(timeline, args.instant.strip())
     if instant.is_completed:
@@ -109,6 +122,13 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         )
     else:
         ui.out.print("  pending: its files are not visible to readers; rolling back deletes them")
+        beat = liveness(table.storage, instant, policy_of(table))
+        if beat is not None and beat.status == "alive":
+            ui.err.print(
+                f"[yellow]warning:[/] its heartbeat is alive (last beat {ago(beat.age_ms or 0)} ago):"
+                " a writer may still be running it; `tidemark clean` would leave it alone",
+                soft_wrap=True,
+            )
     ask = not args.yes and stdin_is_interactive()
     if ask and not confirm(ui, f"Roll back {instant.requested_time}?"):
         ui.out.print("aborted; nothing was changed")
