@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from tidemark.config import WriteConfig
-from tidemark.errors import WriteConflictError
+from tidemark.errors import HeartbeatExpiredError, WriteConflictError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import TableConfig
@@ -94,7 +94,7 @@ class WriteClient:
             try:
                 outcome = self._write_once(operation, frame, table_schema)
                 return replace(outcome, attempts=attempt)
-            except WriteConflictError as conflict:
+            except (WriteConflictError, HeartbeatExpiredError) as conflict:
                 if attempt > retries:
                     raise
                 log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
