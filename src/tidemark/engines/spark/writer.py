@@ -131,6 +131,7 @@ class SparkWritePipeline:
         self.layout = layout
         self.spec = spec
         self.user_schema = user_schema
+        self.batch_partitions: list[str] | None = None  # found by prepare()
         self.parallelism = parallelism
 
     # -- preparing the batch -----------------------------------------------------------
@@ -156,9 +157,6 @@ class SparkWritePipeline:
             if layout.ordering_fields:
                 require_columns("ordering", layout.ordering_fields, df.columns)
             df = df.select(*self.user_schema.names)
-        null_keys = df.filter(null_key_condition(layout.record_key_fields)).limit(1000).count()
-        if null_keys:
-            raise NullRecordKeyError(layout.record_key_fields, null_keys)
         has_partition = all(c in df.columns for c in layout.partition_fields)
         df = df.withColumn(RECORD_KEY, record_key_column(layout.record_key_fields))
         if has_partition:
@@ -166,7 +164,21 @@ class SparkWritePipeline:
                 PARTITION_PATH,
                 partition_path_column(layout.partition_fields, hive_style=layout.hive_style),
             )
+        self._check_keys_and_find_partitions(df)
         return df
+
+    def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
+        """One small job: null keys (rejected) and the partitions the batch touches (for the index)."""
+        nulls = F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
+        if PARTITION_PATH in df.columns:
+            rows = df.groupBy(PARTITION_PATH).agg(nulls).collect()
+            self.batch_partitions = sorted(r[0] for r in rows)
+        else:
+            rows = df.agg(nulls).collect()
+            self.batch_partitions = None
+        null_count = sum(r["nulls"] or 0 for r in rows)
+        if null_count:
+            raise NullRecordKeyError(self.layout.record_key_fields, null_count)
 
     def dedup(self, df: DataFrame) -> DataFrame:
         """One record per key: the greatest ordering value wins, then the last occurrence."""
@@ -231,7 +243,9 @@ class SparkWritePipeline:
     def tag(self, df: DataFrame, view: FileSystemView) -> DataFrame:
         """Add the file id of the current location of each key (null for new keys)."""
         if PARTITION_PATH in df.columns:
-            partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
+            partitions = self.batch_partitions
+            if partitions is None:
+                partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
             existing = self._existing_keys(view, partitions)
             on = [PARTITION_PATH, RECORD_KEY]
         else:  # delete without partition columns: look the keys up in every partition
