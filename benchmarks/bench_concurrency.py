@@ -134,12 +134,11 @@ def bench_key_conflicts(pairs: int, keys_per_writer: int) -> list[dict[str, Any]
     """
     from tidemark.config import resolve_write_config
     from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY, new_file_id
+    from tidemark.format.schema import avro_schema_json
     from tidemark.storage import LocalStorage
     from tidemark.timeline import Action, Timeline
     from tidemark.write.commit import CommitProtocol
     from tidemark.write.file_group import OP_COLUMN, WriteSpec, write_file_group
-
-    from tidemark.format.schema import avro_schema_json
 
     schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + [pa.field("id", pa.int64())])
     schema_json = avro_schema_json(pa.schema([("id", pa.int64())]), "t")

@@ -19,9 +19,9 @@ written for the run and read back at the end to split the largest run's
 tidemark and raw steps into Spark jobs (wall time, tasks, task time) plus the
 time the driver spent outside any Spark job.
 
-    .venv/bin/python benchmarks/bench_write.py --quick          # smoke run, ~2 minutes
-    .venv/bin/python benchmarks/bench_write.py --rows 1000000 5000000 --repeat 2 \\
-        --out benchmarks/results.md --json benchmarks/results.json
+    .venv/bin/python benchmarks/bench_write.py --quick          # smoke run, 2-3 minutes
+    .venv/bin/python benchmarks/bench_write.py --rows 1000000 5000000 --repeat 3 --tidemark-ref HEAD \\
+        --out benchmarks/results.md --json benchmarks/results.json   # the BENCHMARKS.md run, ~10 min
 """
 
 from __future__ import annotations

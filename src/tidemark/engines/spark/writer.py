@@ -37,6 +37,9 @@ from tidemark.write.validate import plan_columns, require_columns
 _SEQ = "_tm_seq"
 _HASH = "_tm_hash"
 
+# Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
+BROADCAST_BATCH_KEYS = 2_000_000
+
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
     "prev_base_file string, num_writes long, num_inserts long, num_updates long, "
@@ -132,6 +135,7 @@ class SparkWritePipeline:
         self.spec = spec
         self.user_schema = user_schema
         self.batch_partitions: list[str] | None = None  # found by prepare()
+        self.batch_rows: int | None = None
         self.parallelism = parallelism
 
     # -- preparing the batch -----------------------------------------------------------
@@ -170,12 +174,14 @@ class SparkWritePipeline:
     def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
         """One small job: null keys (rejected) and the partitions the batch touches (for the index)."""
         nulls = F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
+        count = F.count(F.lit(1)).alias("rows")
         if PARTITION_PATH in df.columns:
-            rows = df.groupBy(PARTITION_PATH).agg(nulls).collect()
+            rows = df.groupBy(PARTITION_PATH).agg(nulls, count).collect()
             self.batch_partitions = sorted(r[0] for r in rows)
         else:
-            rows = df.agg(nulls).collect()
+            rows = df.agg(nulls, count).collect()
             self.batch_partitions = None
+        self.batch_rows = sum(r["rows"] or 0 for r in rows)
         null_count = sum(r["nulls"] or 0 for r in rows)
         if null_count:
             raise NullRecordKeyError(self.layout.record_key_fields, null_count)
@@ -257,6 +263,10 @@ class SparkWritePipeline:
             if PARTITION_PATH not in tagged.columns:
                 tagged = tagged.withColumn(PARTITION_PATH, F.lit(None).cast("string"))
             return tagged
+        if self.batch_rows is not None and self.batch_rows <= BROADCAST_BATCH_KEYS:
+            # Keep only the table's keys that the batch has, map-side against the broadcast batch
+            # keys: the table's keys are then never shuffled, only the few that match.
+            existing = existing.join(F.broadcast(df.select(*on)), on=on, how="left_semi")
         return df.join(existing, on=on, how="left")
 
     # -- routing inserts ----------------------------------------------------------------
@@ -298,8 +308,11 @@ class SparkWritePipeline:
             )
             return _stats_table([stat])
 
-        if self.parallelism:
-            rows = rows.repartition(self.parallelism, PARTITION_PATH, FILE_ID_COLUMN)
+        # One task per file group up to a few per core: a task's cost is rewriting whole base files,
+        # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
+        default = self.spark.sparkContext.defaultParallelism
+        tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
+        rows = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN)
         out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
         return [_stat_from_row(r) for r in out.collect()]
 

@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Where bulk_insert's time goes on Spark: the JVM -> Python hand-off vs the writing itself.
+
+Same SparkSession settings and the same cached input as ``bench_write.py``; each
+step runs ``--repeat`` times, median reported:
+
+* ``noop``            ``df.write.format("noop")``: reading the cached input, nothing written
+* ``arrow drain``     ``mapInArrow`` that only counts rows: the JVM -> Arrow -> Python hand-off
+* ``arrow drain+key`` the same with the two key columns tidemark adds before the hand-off
+* ``pyarrow write``   ``mapInArrow`` writing each task's rows with ``pq.ParquetWriter``: the floor
+                      for any writer that runs in Python tasks
+* ``raw parquet``     ``df.write.parquet`` (the JVM writer)
+* ``tidemark``        ``Table.bulk_insert``
+
+    .venv/bin/python benchmarks/profile_bulk.py --rows 5000000 [--tidemark-ref HEAD]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_write as bw  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=5_000_000)
+    p.add_argument("--rows-per-file", type=int, default=250_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--work-dir", default="/tmp/tidemark-bench-bulk")
+    p.add_argument("--tidemark-ref", metavar="GIT_REF")
+    args = p.parse_args()
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    os.makedirs(args.work_dir)
+    pinned = bw.pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
+    ns = argparse.Namespace(shuffle_partitions=8, driver_memory="6g")
+    spark = bw.start_spark(ns, os.path.join(args.work_dir, "eventlog"))
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql import functions as F
+
+        import tidemark
+
+        print(f"tidemark: {bw.tidemark_source(pinned)}")
+        n, files = args.rows, -(-args.rows // args.rows_per_file)
+        source = bw.spark_rows(spark.range(0, n, 1, files), 0).cache()
+        source.count()
+        keyed = source.withColumn("_hoodie_record_key", F.col("id").cast("string")) \
+            .withColumn("_hoodie_partition_path", F.lit(""))
+        out_dir = os.path.join(args.work_dir, "out")
+
+        def drain(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            rows = sum(b.num_rows for b in batches)
+            yield pa.record_batch([pa.array([rows], pa.int64())], names=["n"])
+
+        def pyarrow_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+
+            writer, rows = None, 0
+            path = os.path.join(out_dir, f"part-{TaskContext.get().partitionId()}.parquet")
+            for b in batches:
+                if writer is None:
+                    writer = pq.ParquetWriter(path, b.schema, compression="snappy")
+                writer.write_batch(b)
+                rows += b.num_rows
+            if writer is not None:
+                writer.close()
+            yield pa.record_batch([pa.array([rows], pa.int64())], names=["n"])
+
+        def tm_bulk() -> None:
+            tidemark.Table.create(out_dir, spark=spark, record_key="id", ordering_field="updated_at") \
+                .bulk_insert(source)
+
+        def prepared_dir() -> None:
+            os.makedirs(out_dir, exist_ok=True)
+
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("noop (read the cached input)", lambda: source.write.format("noop").mode("overwrite").save()),
+            ("arrow drain (JVM -> Python)", lambda: source.mapInArrow(drain, "n long").collect()),
+            ("arrow drain + 2 key columns", lambda: keyed.mapInArrow(drain, "n long").collect()),
+            ("pyarrow write in mapInArrow", lambda: (prepared_dir(), source.mapInArrow(pyarrow_write, "n long")
+                                                     .collect())),
+            ("raw df.write.parquet", lambda: source.write.parquet(out_dir)),
+            ("tidemark bulk_insert", tm_bulk),
+        ]
+        print(f"{n:,} rows in {files} cached partitions; median of {args.repeat}; CPU = this process tree")
+        print(f"{'step':<32} {'wall s':>7} {'CPU s':>7}   runs")
+        for name, fn in steps:
+            walls, cpus = [], []
+            for _ in range(args.repeat):
+                shutil.rmtree(out_dir, ignore_errors=True)
+                c0, _pids = bw.tree_cpu_seconds()
+                t0 = time.time()
+                fn()
+                walls.append(time.time() - t0)
+                cpus.append(bw.tree_cpu_seconds()[0] - c0)
+            print(f"{name:<32} {statistics.median(walls):7.2f} {statistics.median(cpus):7.1f}   "
+                  + ", ".join(f"{w:.2f}" for w in walls), flush=True)
+    finally:
+        spark.stop()
+        shutil.rmtree(args.work_dir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
