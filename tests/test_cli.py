@@ -6,22 +6,29 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from tidemark import Table
 from tidemark.cli import rollback as rollback_cmd
 from tidemark.cli.main import main
-from tidemark.cli.output import CliUsageError, instant_time_arg, readable_time
-from tidemark.cli.timeline import select
+from tidemark.cli.output import CliUsageError, ago, instant_time_arg, option_pairs, readable_time
+from tidemark.cli.timeline import concurrent_instants, select
+from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
+from tidemark.config import resolve_write_config
 from tidemark.config.options import OPTIONS
-from tidemark.timeline import Action, Instant, State
+from tidemark.format.commit_metadata import CommitMetadata, read_avro
+from tidemark.storage import LocalStorage
+from tidemark.timeline import Action, Instant, State, Timeline
+from tidemark.write.commit import CommitProtocol, PendingWrite
 
-COMMANDS = ("demo", "timeline", "show", "rollback", "options")
+COMMANDS = ("demo", "timeline", "show", "rollback", "clean", "options")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -97,8 +104,8 @@ def test_unknown_command_and_bad_option_value(capsys: pytest.CaptureFixture[str]
 
 @pytest.mark.parametrize(
     "argv",
-    [("timeline",), ("show",), ("rollback", "20260101000000000", "--yes")],
-    ids=["timeline", "show", "rollback"],
+    [("timeline",), ("show",), ("rollback", "20260101000000000", "--yes"), ("clean",)],
+    ids=["timeline", "show", "rollback", "clean"],
 )
 def test_missing_table_is_a_clean_error(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: tuple[str, ...]

@@ -345,7 +345,9 @@ def render_cards(rows: list[InstantRow]) -> Group:
         if row.heartbeat:
             lines.append(Text.assemble("  heartbeat: ", (row.heartbeat.text, row.heartbeat.style)))
         if row.concurrent:
-            lines.append(Text(f"  concurrent with {_concurrent(row)}"))
+            shown, more = row.concurrent[:3], len(row.concurrent) - 3
+            tail = f" and {more} more" if more > 0 else ""
+            lines.append(Text(f"  concurrent with {', '.join(shown)}{tail}"))
         parts.extend(lines)
     return Group(*parts)
 
