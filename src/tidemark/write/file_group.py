@@ -197,6 +197,10 @@ def write_file_group(
     )
 
 
+ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory, before encoding and compression
+ROW_GROUP_ROWS = 1_000_000
+
+
 class _RollingFile:
     def __init__(self, spec: WriteSpec, partition_path: str, token: str, task_partition: int):
         self.spec = spec
@@ -212,15 +216,34 @@ class _RollingFile:
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
+        self._buffer: list[pa.Table] = []
+        self._buffered_bytes = 0
+        self._buffered_rows = 0
 
     def write(self, rows: pa.Table) -> None:
+        # Engines hand over small batches (Spark: 10,000 rows); buffer them into row groups of
+        # a useful size, or every batch would become a tiny row group.
+        self._buffer.append(rows)
+        self._buffered_rows += rows.num_rows
+        self._buffered_bytes += rows.nbytes
+        limit = min(ROW_GROUP_BYTES, self.spec.max_file_size)
+        if self._buffered_bytes >= limit or self._buffered_rows >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self._buffer:
+            return
+        rows = pa.concat_tables(self._buffer)
         self.writer.write_table(_with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows))
         self.rows += rows.num_rows
+        self._buffer, self._buffered_bytes, self._buffered_rows = [], 0, 0
 
     def size(self) -> int:
+        """Bytes on disk so far (buffered rows not included)."""
         return os.path.getsize(self.full)
 
     def close(self) -> WriteStat:
+        self.flush()
         self.writer.close()
         return WriteStat(
             partition_path=self.partition_path,
