@@ -21,7 +21,7 @@ Three questions, as in Hudi's strategy interface:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -92,18 +92,14 @@ class ConflictResolutionStrategy:
         window = CommitWindow(mine.instant_time, mine.seen)
         for theirs in window.candidates(timeline):
             if not theirs.is_completed:
-                self._no_pending_service_on(theirs, storage, mine)
+                # A pending table-service plan. Nothing in tidemark schedules compaction or
+                # clustering yet, so such a plan comes from another tool; its files are not
+                # visible and it has not claimed our file groups in a way we can read.
                 continue
             meta = timeline.commit_metadata(theirs)
             self.no_shared_file_groups(mine, theirs, meta)
             if self.check_keys:
                 self.no_concurrent_inserts_of_same_keys(storage, mine, theirs, meta)
-
-    @staticmethod
-    def _no_pending_service_on(plan: Instant, storage: Storage, mine: PendingCommit) -> None:
-        # Table-service plans are read by the services themselves; until they exist
-        # nothing schedules them, so a pending plan here can only be a foreign one.
-        return None
 
     @staticmethod
     def no_shared_file_groups(mine: PendingCommit, theirs: Instant, meta: CommitMetadata) -> None:
@@ -174,7 +170,3 @@ def strategy_by_name(name: str) -> ConflictResolutionStrategy:
         f"unknown conflict resolution strategy {name!r}; use one of {sorted(_STRATEGIES)} or module:Class",
         key="hoodie.write.lock.conflict.resolution.strategy",
     )
-
-
-def stats_tuple(stats: Sequence[WriteStat]) -> tuple[WriteStat, ...]:
-    return tuple(stats)

@@ -9,7 +9,6 @@ commit protocol uses it to find conflicting writers.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -81,6 +80,7 @@ class WriteStat:
     @classmethod
     def from_avro(cls, rec: Mapping[str, Any]) -> WriteStat:
         prev = rec.get("prevCommit")
+        runtime = rec.get("runtimeStats") or {}
         return cls(
             partition_path=rec.get("partitionPath") or "",
             file_id=rec.get("fileId") or "",
@@ -92,6 +92,9 @@ class WriteStat:
             num_deletes=rec.get("numDeletes") or 0,
             file_size=rec.get("fileSizeInBytes") or 0,
             prev_base_file=rec.get("prevBaseFile"),
+            total_write_time_ms=max(
+                (runtime.get("totalCreateTime") or 0, runtime.get("totalUpsertTime") or 0), default=0
+            ),
         )
 
 
@@ -173,8 +176,3 @@ def inflight_metadata_bytes(operation: str, planned: Iterable[tuple[str, str]] =
     """What Hudi puts in an ``.inflight`` commit file: the operation and the planned file groups."""
     stats = tuple(WriteStat(p, f, "", None, 0, 0, 0, 0, 0) for p, f in planned)
     return CommitMetadata(operation, stats).to_bytes()
-
-
-def dumps_json(meta: CommitMetadata) -> str:
-    """A readable JSON rendering, for the CLI."""
-    return json.dumps(meta.to_avro_record(), indent=2, default=str)
