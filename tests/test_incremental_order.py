@@ -6,14 +6,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from test_protocol import _batch, _spec
+from test_protocol import _write
 from tidemark import Table
 from tidemark.config import resolve_write_config
 from tidemark.read.plan import incremental_plan
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, Timeline
 from tidemark.write.commit import CommitProtocol
-from tidemark.write.file_group import write_file_group
 
 
 def _rows(storage: LocalStorage, plan) -> list[int]:
@@ -36,30 +35,14 @@ def test_late_completing_commit_is_read_after_the_checkpoint(tmp_path: Path) -> 
 
     slow = protocol.start("UPSERT", Action.COMMIT)  # starts first...
     fast = protocol.start("UPSERT", Action.COMMIT)
-    stat_fast = write_file_group(
-        _spec(storage.base_path, fast.instant_time),
-        _batch([2], "fast"),
-        partition_path="",
-        file_id="b-0",
-        base_file=None,
-        token="0-0-0",
-        task_partition=0,
-    )
+    stat_fast = _write(storage, fast.instant_time, [2], "fast", file_id="b-0")
     done_fast = protocol.complete(fast, [stat_fast], schema_json=None)
 
     # a consumer reads now and keeps its checkpoint
     first = incremental_plan(storage, Timeline.load(storage), start=None, end=None)
     assert _rows(storage, first) == [2]
 
-    stat_slow = write_file_group(
-        _spec(storage.base_path, slow.instant_time),
-        _batch([1], "slow"),
-        partition_path="",
-        file_id="a-0",
-        base_file=None,
-        token="0-0-0",
-        task_partition=0,
-    )
+    stat_slow = _write(storage, slow.instant_time, [1], "slow", file_id="a-0")
     done_slow = protocol.complete(slow, [stat_slow], schema_json=None)  # ...and finishes last
     assert done_slow.requested_time < done_fast.requested_time
     assert done_slow.completion_time > done_fast.completion_time

@@ -16,6 +16,7 @@ import pytest
 
 from tidemark import CommitError, Table
 from tidemark.config import resolve_write_config
+from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.fsview import FileSystemView
 from tidemark.storage import LocalStorage
@@ -52,20 +53,23 @@ def _visible_rows(storage: LocalStorage) -> list[tuple[int, str]]:
     return sorted(rows)
 
 
+def _write(
+    storage: LocalStorage, instant_time: str, ids: list[int], v: str, *, file_id: str = "fg-0",
+    base: str | None = None, token: str = "0-0-0",
+) -> WriteStat:
+    """Write one file group for a pending write, as one task attempt would."""
+    return write_file_group(
+        _spec(storage.base_path, instant_time), _batch(ids, v),
+        partition_path="", file_id=file_id, base_file=base, token=token, task_partition=0,
+    )
+
+
 def _commit(storage: LocalStorage, ids: list[int], v: str, file_id: str = "fg-0", base: str | None = None):
     protocol = CommitProtocol(storage, resolve_write_config({}))
     protocol.prepare_for_write()
     pending = protocol.start("UPSERT", Action.COMMIT)
     protocol.inflight(pending)
-    stat = write_file_group(
-        _spec(storage.base_path, pending.instant_time),
-        _batch(ids, v),
-        partition_path="",
-        file_id=file_id,
-        base_file=base,
-        token="0-0-0",
-        task_partition=0,
-    )
+    stat = _write(storage, pending.instant_time, ids, v, file_id=file_id, base=base)
     return protocol.complete(pending, [stat], schema_json=None), stat
 
 
@@ -90,29 +94,16 @@ def test_files_of_a_pending_write_are_invisible(storage: LocalStorage) -> None:
     _commit(storage, [1], "a")
     protocol = CommitProtocol(storage, resolve_write_config({}))
     pending = protocol.start("UPSERT", Action.COMMIT)
-    write_file_group(
-        _spec(storage.base_path, pending.instant_time),
-        _batch([9], "pending"),
-        partition_path="",
-        file_id="other-0",
-        base_file=None,
-        token="0-0-0",
-        task_partition=0,
-    )
+    _write(storage, pending.instant_time, [9], "pending", file_id="other-0")
     assert _visible_rows(storage) == [(1, "a")]
 
 
 def test_commit_deletes_partial_files_of_failed_task_attempts(storage: LocalStorage) -> None:
     protocol = CommitProtocol(storage, resolve_write_config({}))
     pending = protocol.start("UPSERT", Action.COMMIT)
-    spec = _spec(storage.base_path, pending.instant_time)
     # attempt 0 dies after writing; attempt 1 of the same task succeeds with another token
-    failed = write_file_group(
-        spec, _batch([1], "a"), partition_path="", file_id="fg-0", base_file=None, token="0-0-0", task_partition=0
-    )
-    good = write_file_group(
-        spec, _batch([1], "a"), partition_path="", file_id="fg-0", base_file=None, token="0-0-1", task_partition=0
-    )
+    failed = _write(storage, pending.instant_time, [1], "a", token="0-0-0")
+    good = _write(storage, pending.instant_time, [1], "a", token="0-0-1")
     protocol.complete(pending, [good], schema_json=None)
     assert not storage.exists(failed.path)
     assert storage.exists(good.path)
@@ -124,15 +115,7 @@ def test_a_failing_commit_rolls_back_and_leaves_nothing(storage: LocalStorage) -
     protocol = CommitProtocol(storage, resolve_write_config({}))
     pending = protocol.start("UPSERT", Action.COMMIT)
     create_marker(storage, pending.instant_time, "ghost.parquet", IOType.CREATE)
-    ghost = write_file_group(
-        _spec(storage.base_path, pending.instant_time),
-        _batch([5], "x"),
-        partition_path="",
-        file_id="g-0",
-        base_file=None,
-        token="0-0-0",
-        task_partition=0,
-    )
+    ghost = _write(storage, pending.instant_time, [5], "x", file_id="g-0")
     storage.delete(ghost.path)  # a reported file that vanished: the commit must refuse
     with pytest.raises(CommitError):
         protocol.complete(pending, [ghost], schema_json=None)
