@@ -19,11 +19,11 @@ from tidemark.config import resolve_write_config
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.fsview import FileSystemView
+from tidemark.markers import IOType, MarkerSpec, marked_data_files, open_marker_writer
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.write.commit import CommitProtocol
 from tidemark.write.file_group import OP_COLUMN, WriteSpec, write_file_group
-from tidemark.write.markers import IOType, create_marker, marked_data_files
 
 USER = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -114,7 +114,7 @@ def test_commit_deletes_partial_files_of_failed_task_attempts(storage: LocalStor
 def test_a_failing_commit_rolls_back_and_leaves_nothing(storage: LocalStorage) -> None:
     protocol = CommitProtocol(storage, resolve_write_config({}))
     pending = protocol.start("UPSERT", Action.COMMIT)
-    create_marker(storage, pending.instant_time, "ghost.parquet", IOType.CREATE)
+    open_marker_writer(storage, pending.instant_time, MarkerSpec()).create("ghost.parquet", IOType.CREATE)
     ghost = _write(storage, pending.instant_time, [5], "x", file_id="g-0")
     storage.delete(ghost.path)  # a reported file that vanished: the commit must refuse
     with pytest.raises(CommitError):

@@ -6,6 +6,11 @@ options, which operation and rows, and optionally:
 * ``pause_before_commit``: {"ready": path, "go": path} — after writing its files
   the writer creates ``ready`` and waits for ``go`` before committing, so tests
   can line several writers up for a real race;
+* ``pause_before_write``: the same barrier right after the instant went inflight,
+  before any marker or file (so the writer is old but holds no marker yet);
+* ``pause_after_early_check``: the same barrier after the driver's early conflict
+  check passed, before the write job starts;
+* ``spark_master``: the Spark master of a Spark writer (default ``local[1]``);
 * ``crash_at``: a protocol step at which the process SIGKILLs itself:
   ``after_requested``, ``while_writing``, ``holding_lock``, ``after_publish``;
 * ``loop``: run many random upserts (the randomized history test).
@@ -35,10 +40,39 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _barrier(pause: dict[str, str], instant_time: str) -> None:
+    ready = Path(pause["ready"])
+    ready.with_suffix(".tmp").write_text(instant_time)
+    ready.with_suffix(".tmp").replace(ready)  # appears with its content, never empty
+    deadline = time.monotonic() + 120
+    while not Path(pause["go"]).exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("never released from the barrier")
+        time.sleep(0.01)
+
+
 def _install_hooks(spec: dict[str, Any]) -> None:
     crash = spec.get("crash_at")
     pause = spec.get("pause_before_commit")
     protocol_cls = commit_module.CommitProtocol
+
+    if spec.get("pause_before_write"):
+        original_inflight = protocol_cls.inflight
+
+        def inflight_then_wait(self: Any, pending: Any, planned: Any = ()) -> None:
+            original_inflight(self, pending, planned)
+            _barrier(spec["pause_before_write"], pending.instant_time)
+        protocol_cls.inflight = inflight_then_wait  # type: ignore[method-assign]
+
+    if spec.get("pause_after_early_check"):
+        from tidemark.write.client import WriteClient
+
+        original_check = WriteClient._check_early
+
+        def check_then_wait(self: Any, pending: Any, file_groups: Any) -> None:
+            original_check(self, pending, file_groups)
+            _barrier(spec["pause_after_early_check"], pending.instant_time)
+        WriteClient._check_early = check_then_wait  # type: ignore[method-assign]
 
     if crash == "after_requested":
         def inflight(self: Any, pending: Any, planned: Any = ()) -> None:
@@ -63,12 +97,7 @@ def _install_hooks(spec: dict[str, Any]) -> None:
 
         def complete(self: Any, pending: Any, stats: Any, **kwargs: Any) -> Any:
             if pause:
-                Path(pause["ready"]).write_text(pending.instant_time)
-                deadline = time.monotonic() + 60
-                while not Path(pause["go"]).exists():
-                    if time.monotonic() > deadline:
-                        raise SystemExit("never released from the barrier")
-                    time.sleep(0.01)
+                _barrier(pause, pending.instant_time)
             if crash == "holding_lock":
                 original_check = self.strategy.check
 
@@ -93,15 +122,20 @@ def _outcome_of(error: BaseException) -> dict[str, Any]:
         "conflicting_instant": getattr(error, "conflicting_instant", None),
         "instant_time": getattr(error, "instant_time", None),
         "holder": getattr(error, "holder", None),
+        "file_groups": [list(g) for g in getattr(error, "file_groups", [])],
+        "reason": getattr(error, "reason", None),
     }
 
 
-def _spark_session() -> Any:
+def _spark_session(master: str, conf: dict[str, str]) -> Any:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     session = (
-        SparkSession.builder.master("local[1]")
+        builder.master(master)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
@@ -115,7 +149,7 @@ def _spark_session() -> Any:
 
 def run_once(spec: dict[str, Any]) -> dict[str, Any]:
     if spec.get("engine") == "spark":  # a whole Spark application of its own
-        spark = _spark_session()
+        spark = _spark_session(spec.get("spark_master", "local[1]"), spec.get("spark_conf", {}))
         table = tidemark.Table.open(spec["table"], spark=spark, options=spec.get("options"))
         rows: Any = spark.createDataFrame(spec["rows"], spec["schema"])
     else:

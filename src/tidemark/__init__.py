@@ -3,6 +3,7 @@
 from tidemark.errors import (
     CommitError,
     ConfigError,
+    EarlyConflictError,
     HeartbeatExpiredError,
     InstantNotFoundError,
     InvalidInputError,
@@ -57,6 +58,7 @@ __all__ = [
     "CommitError",
     "CommitResult",
     "ConfigError",
+    "EarlyConflictError",
     "HeartbeatExpiredError",
     "LockTimeoutError",
     "IncrementalResult",

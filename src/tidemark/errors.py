@@ -16,6 +16,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
+        │   └── EarlyConflictError  ... or is writing them: found while writing, not at commit
         └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
@@ -24,6 +25,8 @@ can branch on them without parsing messages.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Sequence
 
 
@@ -156,6 +159,82 @@ class WriteConflictError(CommitError):
         )
         self.conflicting_instant = conflicting_instant
         self.file_groups = list(file_groups)
+
+
+class EarlyConflictError(WriteConflictError):
+    """Early conflict detection stopped this write at a file group another writer holds.
+
+    ``reason`` is ``"marker"`` (an older writer that is still alive holds a marker
+    on the file group) or ``"commit"`` (a write that completed after this one
+    planned changed the file group). Raised in the task that was about to write
+    the file group, and again in the driver after the write was rolled back.
+    """
+
+    _TAG = re.compile(r"\[early-conflict (\{.*?\})\]")
+
+    def __init__(
+        self,
+        *,
+        instant_time: str,
+        conflicting_instant: str,
+        partition_path: str,
+        file_id: str,
+        reason: str,
+        strategy: str,
+    ) -> None:
+        CommitError.__init__(self, "", instant_time=instant_time)
+        self.conflicting_instant = conflicting_instant
+        self.file_groups = [(partition_path, file_id)]
+        self.partition_path = partition_path
+        self.file_id = file_id
+        self.reason = reason
+        self.strategy = strategy
+        how = (
+            f"writer {conflicting_instant} (older, alive) holds a marker on it"
+            if reason == "marker"
+            else f"instant {conflicting_instant} changed it after this write planned"
+        )
+        payload = {
+            "instant_time": instant_time,
+            "conflicting_instant": conflicting_instant,
+            "partition_path": partition_path,
+            "file_id": file_id,
+            "reason": reason,
+            "strategy": strategy,
+        }
+        self.args = (
+            f"write {instant_time} stopped early at file group {partition_path or '<root>'}/{file_id}: {how} "
+            f"({strategy} early conflict detection). The write was rolled back; retry it. "
+            f"[early-conflict {json.dumps(payload, sort_keys=True)}]",
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:  # picklable across Spark task boundaries
+        return (_early_conflict_from_payload, (self.payload(),))
+
+    def payload(self) -> dict[str, str]:
+        return {
+            "instant_time": self.instant_time or "",
+            "conflicting_instant": self.conflicting_instant,
+            "partition_path": self.partition_path,
+            "file_id": self.file_id,
+            "reason": self.reason,
+            "strategy": self.strategy,
+        }
+
+    @classmethod
+    def from_text(cls, text: str) -> EarlyConflictError | None:
+        """The error a task raised, recovered from an engine's error message (or None)."""
+        match = cls._TAG.search(text)
+        if match is None:
+            return None
+        try:
+            return _early_conflict_from_payload(json.loads(match.group(1)))
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+def _early_conflict_from_payload(payload: dict[str, str]) -> EarlyConflictError:
+    return EarlyConflictError(**payload)
 
 
 class HeartbeatExpiredError(CommitError):

@@ -14,6 +14,12 @@ from typing import Any
 Parser = Callable[[str], Any]
 
 
+def parse_detection_strategy(value: str) -> Any:
+    from tidemark.concurrency.early_conflict import parse_detection_strategy as parse
+
+    return parse(value)
+
+
 def parse_bool(value: str) -> bool:
     lowered = str(value).strip().lower()
     if lowered in ("true", "1", "yes"):
@@ -235,8 +241,58 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "hoodie.write.markers.type",
         "DIRECT",
-        choice("DIRECT"),
-        "How markers are kept: DIRECT = one file per data file under .hoodie/.temp.",
+        choice("DIRECT", "TIMELINE_SERVER_BASED"),
+        "How markers are kept: DIRECT = one empty file per data file under .hoodie/.temp/<instant>/; "
+        "TIMELINE_SERVER_BASED = tasks send markers to a server in the driver, which batches them "
+        "into a few MARKERS<n> files (fewer files for writes of many files).",
+    ),
+    Option(
+        "hoodie.markers.timeline_server_based.batch.interval_ms",
+        "50",
+        parse_positive_int,
+        "Marker server: how often pending marker requests are written out as one batch.",
+    ),
+    Option(
+        "hoodie.markers.timeline_server_based.batch.num_threads",
+        "20",
+        parse_positive_int,
+        "Marker server: threads writing batches, and so the number of MARKERS<n> files.",
+    ),
+    Option(
+        "hoodie.write.concurrency.early.conflict.detection.enable",
+        "false",
+        parse_bool,
+        "Detect conflicts with other writers while writing, before each file group's marker, "
+        "instead of only at commit: a doomed write stops at its first conflicting file group. "
+        "Needs optimistic_concurrency_control.",
+    ),
+    Option(
+        "hoodie.write.concurrency.early.conflict.detection.strategy",
+        None,
+        parse_detection_strategy,
+        "simple_direct (check before each direct marker), transactional_direct (check and create "
+        "the marker under a lock on partition/fileId: no race slips through), async_timeline_server "
+        "(the marker server checks periodically); Hudi's class names work too. "
+        "Default: simple_direct for DIRECT markers, async_timeline_server for the marker server.",
+    ),
+    Option(
+        "hoodie.write.concurrency.early.conflict.check.commit.conflict",
+        "false",
+        parse_bool,
+        "Early detection also stops at file groups that writes completed since this write planned "
+        "have changed (their markers are gone by then).",
+    ),
+    Option(
+        "hoodie.write.concurrency.async.conflict.detector.initial_delay_ms",
+        "0",
+        parse_non_negative_int,
+        "async_timeline_server: delay before the marker server's first conflict check.",
+    ),
+    Option(
+        "hoodie.write.concurrency.async.conflict.detector.period_ms",
+        "30000",
+        parse_positive_int,
+        "async_timeline_server: interval between the marker server's conflict checks.",
     ),
     Option(
         "hoodie.bulkinsert.shuffle.parallelism",

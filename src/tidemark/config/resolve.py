@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tidemark.concurrency.early_conflict import DetectionStrategy, EarlyConflictSettings
+from tidemark.concurrency.early_conflict import validate as validate_early_conflict
 from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, UnknownOptionError
@@ -35,6 +37,9 @@ class WriteConfig:
     heartbeat_interval_ms: int = 60_000
     heartbeat_tolerable_misses: int = 2
     lock: LockSettings = field(default_factory=LockSettings)
+    marker_batch_interval_ms: int = 50
+    marker_batch_threads: int = 20
+    early_conflict: EarlyConflictSettings | None = None  # None: detection off
 
     @property
     def multi_writer(self) -> bool:
@@ -59,7 +64,34 @@ _FIELDS = {
     "clock_skew_ms": "hoodie.time.generator.max_expected_clock_skew_ms",
     "heartbeat_interval_ms": "hoodie.client.heartbeat.interval_in_ms",
     "heartbeat_tolerable_misses": "hoodie.client.heartbeat.tolerable.misses",
+    "marker_batch_interval_ms": "hoodie.markers.timeline_server_based.batch.interval_ms",
+    "marker_batch_threads": "hoodie.markers.timeline_server_based.batch.num_threads",
 }
+
+
+def _early_conflict(raw: Mapping[str, str], values: Mapping[str, Any]) -> EarlyConflictSettings | None:
+    key = "hoodie.write.concurrency.early.conflict.detection.enable"
+    if not parse_option(key, raw):
+        return None
+    if values["concurrency_mode"] == "single_writer":
+        raise ConfigError(
+            "early conflict detection needs other writers to detect: set "
+            "hoodie.write.concurrency.mode=optimistic_concurrency_control (and a lock provider)",
+            key=key,
+        )
+    strategy = parse_option("hoodie.write.concurrency.early.conflict.detection.strategy", raw)
+    if strategy is None:
+        server = values["markers_type"] == "TIMELINE_SERVER_BASED"
+        strategy = DetectionStrategy.ASYNC_TIMELINE_SERVER if server else DetectionStrategy.SIMPLE_DIRECT
+    settings = EarlyConflictSettings(
+        strategy=strategy,
+        check_commit_conflict=parse_option("hoodie.write.concurrency.early.conflict.check.commit.conflict", raw),
+        heartbeat_expiry_ms=values["heartbeat_interval_ms"] * values["heartbeat_tolerable_misses"],
+        async_initial_delay_ms=parse_option("hoodie.write.concurrency.async.conflict.detector.initial_delay_ms", raw),
+        async_period_ms=parse_option("hoodie.write.concurrency.async.conflict.detector.period_ms", raw),
+    )
+    validate_early_conflict(settings, values["markers_type"])
+    return settings
 
 
 def _lock_settings(raw: Mapping[str, str]) -> LockSettings:
@@ -127,7 +159,7 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
             stacklevel=3,
         )
         values["failed_writes_policy"] = "LAZY"
-    config = replace(WriteConfig(**values), lock=_lock_settings(raw))
+    config = replace(WriteConfig(**values), lock=_lock_settings(raw), early_conflict=_early_conflict(raw, values))
     if config.small_file_limit >= config.max_file_size:
         raise ConfigError(
             "hoodie.parquet.small.file.limit must be below hoodie.parquet.max.file.size "

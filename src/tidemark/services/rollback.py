@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from tidemark.errors import InstantNotFoundError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
+from tidemark.markers import delete_markers, marked_data_files
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
-from tidemark.write.markers import delete_markers, marked_data_files
 
 
 @dataclass(frozen=True)

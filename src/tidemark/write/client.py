@@ -13,19 +13,25 @@ start with a new instant against the new state of the table.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from tidemark.concurrency.early_conflict import ConflictDetector, FileGroup
+from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
-from tidemark.errors import HeartbeatExpiredError, WriteConflictError
+from tidemark.errors import EarlyConflictError, HeartbeatExpiredError, WriteConflictError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import TableConfig
 from tidemark.format.schema import avro_schema_json
 from tidemark.fsview import FileSystemView
+from tidemark.markers import MarkerSpec, MarkerType
+from tidemark.markers.server import MarkerServer
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
 from tidemark.write.commit import CommitProtocol, PendingWrite
@@ -98,6 +104,59 @@ class WriteClient:
                 if attempt > retries:
                     raise
                 log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
+                if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
+                    # Retrying at once would run into the same live writer again.
+                    self._wait_for_writer(conflict.conflicting_instant)
+
+    def _wait_for_writer(self, instant_time: str) -> None:
+        """Wait until ``instant_time`` is no longer pending, or its heartbeat expired."""
+        policy = HeartbeatPolicy(self.config.heartbeat_interval_ms, self.config.heartbeat_tolerable_misses)
+        deadline = time.monotonic() + policy.expiry_ms / 1000
+        pause = 0.05
+        while time.monotonic() < deadline:
+            timeline = Timeline.load(self.storage)
+            if not any(i.requested_time == instant_time for i in timeline.pending):
+                return
+            if policy.is_expired(self.storage, instant_time):
+                return
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+    @contextlib.contextmanager
+    def _markers_for(self, pipeline: WritePipeline, pending: PendingWrite) -> Iterator[MarkerServer | None]:
+        """Set the pipeline's marker spec for this write; run the marker server around it if needed."""
+        early = self.config.early_conflict
+        if early is not None:
+            early = early.for_write(pending.instant_time, pending.seen or frozenset())
+        if self.config.markers_type != MarkerType.TIMELINE_SERVER_BASED.value:
+            spec = MarkerSpec(MarkerType.DIRECT, early_conflict=early)
+            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time, markers=spec)
+            yield None
+            return
+        server = MarkerServer(
+            self.storage,
+            pending.instant_time,
+            host=pipeline.marker_server_host,
+            batch_interval_ms=self.config.marker_batch_interval_ms,
+            num_threads=self.config.marker_batch_threads,
+            early_conflict=early,
+            on_conflict=lambda _conflict: pipeline.cancel_write(),
+        ).start()
+        try:
+            spec = MarkerSpec(MarkerType.TIMELINE_SERVER_BASED, server_url=server.url, early_conflict=early)
+            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time, markers=spec)
+            yield server
+        finally:
+            server.stop()
+
+    def _check_early(self, pending: PendingWrite, file_groups: set[FileGroup]) -> None:
+        """Before any task starts: stop now if an existing file group we will write is taken."""
+        early = self.config.early_conflict
+        if early is None or not file_groups:
+            return
+        ConflictDetector(self.storage, early.for_write(pending.instant_time, pending.seen or frozenset())).check(
+            file_groups
+        )
 
     def _write_once(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
         op_name, action = OPERATIONS[operation]
@@ -135,14 +194,22 @@ class WriteClient:
 
             pending = protocol.start(op_name, action)
             pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
-            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time)
             try:
                 replaced: dict[str, list[str]] = {}
-                if tagged is None:
-                    protocol.inflight(pending)
-                    stats = pipeline.write_bulk(batch)
-                else:
-                    stats, replaced = self._write_tagged(operation, pipeline, tagged, view, pending)
+                with self._markers_for(pipeline, pending) as server:
+                    try:
+                        if tagged is None:
+                            protocol.inflight(pending)
+                            stats = pipeline.write_bulk(batch)
+                        else:
+                            stats, replaced = self._write_tagged(operation, pipeline, tagged, view, pending)
+                        if server is not None:
+                            server.final_check()
+                    except Exception as failure:
+                        found = server.conflict_error() if server is not None else None
+                        if found is not None and not isinstance(failure, EarlyConflictError):
+                            raise found from failure  # the job was cancelled because of it
+                        raise
                 instant = protocol.complete(
                     pending,
                     stats,
@@ -204,7 +271,10 @@ class WriteClient:
         replaced: dict[str, list[str]] = {}
         if operation == "delete":
             self.protocol.inflight(pending)
-            return pipeline.write_file_groups(pipeline.delete_rows(tagged), base_files), replaced
+            rows = pipeline.delete_rows(tagged)
+            if self.config.early_conflict is not None:
+                self._check_early(pending, pipeline.file_groups_of(rows))
+            return pipeline.write_file_groups(rows, base_files), replaced
         updates, inserts = pipeline.split(tagged)
         buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=operation != "insert_overwrite")
         for b in buckets:
@@ -216,7 +286,13 @@ class WriteClient:
             base_files = {}
         self.protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])
         routed = pipeline.route_inserts(inserts, buckets) if buckets else None
-        return pipeline.write_file_groups(pipeline.upsert_rows(updates, routed), base_files), replaced
+        rows = pipeline.upsert_rows(updates, routed)
+        if self.config.early_conflict is not None:
+            existing = {(b.partition_path, b.file_id) for b in buckets if b.base_file}
+            existing |= pipeline.file_groups_of(updates)
+            existing |= {(p, f) for p, ids in replaced.items() for f in ids}
+            self._check_early(pending, existing)
+        return pipeline.write_file_groups(rows, base_files), replaced
 
 
 def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:

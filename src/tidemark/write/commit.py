@@ -34,11 +34,11 @@ from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
+from tidemark.markers import delete_markers, marked_data_files
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
-from tidemark.write.markers import delete_markers, marked_data_files
 
 _WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 

@@ -37,6 +37,7 @@ class TableLayout:
 
 class WritePipeline(Protocol):
     spec: WriteSpec
+    marker_server_host: str  # where the engine's tasks can reach a server in this process
 
     def schema_of(self, frame: Frame) -> pa.Schema: ...
 
@@ -79,3 +80,11 @@ class WritePipeline(Protocol):
     def write_file_groups(self, rows: Frame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]: ...
 
     def write_bulk(self, frame: Frame) -> list[WriteStat]: ...
+
+    def file_groups_of(self, rows: Frame) -> set[tuple[str, str]]:
+        """The distinct (partition path, file id) of rows that carry a file id."""
+        ...
+
+    def cancel_write(self) -> None:
+        """Stop the running write tasks as soon as possible (called from another thread)."""
+        ...

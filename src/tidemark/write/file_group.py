@@ -32,8 +32,8 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
+from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_writer
 from tidemark.storage import LocalStorage
-from tidemark.write.markers import IOType, create_marker
 
 OP_COLUMN = "_tm_op"  # "U": upsert this record; "D": delete this key
 OP_UPSERT = "U"
@@ -50,6 +50,7 @@ class WriteSpec:
     ordering_fields: tuple[str, ...]
     compression: str
     max_file_size: int
+    markers: MarkerSpec = MarkerSpec()  # how tasks keep markers (and detect conflicts early)
 
 
 def _codec(name: str) -> str:
@@ -140,7 +141,12 @@ def write_file_group(
     storage = LocalStorage(spec.base_path)
     name = base_file_name(file_id, token, spec.instant_time)
     rel_path = join_partition(partition_path, name)
-    create_marker(storage, spec.instant_time, rel_path, IOType.MERGE if base_file else IOType.CREATE)
+    # The marker goes first: with early conflict detection this is where a doomed write stops.
+    markers = open_marker_writer(storage, spec.instant_time, spec.markers)
+    try:
+        markers.create(rel_path, IOType.MERGE if base_file else IOType.CREATE)
+    finally:
+        markers.close()
 
     ops = incoming.column(OP_COLUMN)
     upserts = incoming.filter(pc.equal(ops, OP_UPSERT))
@@ -202,14 +208,16 @@ ROW_GROUP_ROWS = 1_000_000
 
 
 class _RollingFile:
-    def __init__(self, spec: WriteSpec, partition_path: str, token: str, task_partition: int):
+    def __init__(
+        self, spec: WriteSpec, partition_path: str, token: str, task_partition: int, markers: MarkerWriter
+    ) -> None:
         self.spec = spec
         self.partition_path = partition_path
         self.file_id = new_file_id()
         self.name = base_file_name(self.file_id, token, spec.instant_time)
         self.rel_path = join_partition(partition_path, self.name)
         storage = LocalStorage(spec.base_path)
-        create_marker(storage, spec.instant_time, self.rel_path, IOType.CREATE)
+        markers.create(self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
         self.writer = pq.ParquetWriter(self.full, spec.schema, **parquet_options(spec))
@@ -267,6 +275,21 @@ def write_new_files(
     A file is closed and a new file group started once it reaches ``max_file_size``
     on disk; sizes are checked after each batch, so files overshoot by at most one batch.
     """
+    markers = open_marker_writer(LocalStorage(spec.base_path), spec.instant_time, spec.markers)
+    try:
+        yield from _write_rolling(spec, batches, markers, token=token, task_partition=task_partition)
+    finally:
+        markers.close()
+
+
+def _write_rolling(
+    spec: WriteSpec,
+    batches: Iterable[pa.RecordBatch],
+    markers: MarkerWriter,
+    *,
+    token: str,
+    task_partition: int,
+) -> Iterator[WriteStat]:
     open_files: dict[str, _RollingFile] = {}
     for batch in batches:
         if batch.num_rows == 0:
@@ -278,7 +301,7 @@ def write_new_files(
             rows = table if len(unique) == 1 else table.filter(pc.equal(partitions, partition))
             current = open_files.get(partition)
             if current is None:
-                current = open_files[partition] = _RollingFile(spec, partition, token, task_partition)
+                current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers)
             current.write(rows)
             if current.size() >= spec.max_file_size:
                 yield current.close()

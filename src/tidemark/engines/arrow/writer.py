@@ -44,10 +44,21 @@ def as_arrow_table(data: Any) -> pa.Table:
 
 
 class ArrowWritePipeline:
+    marker_server_host = "127.0.0.1"  # the "tasks" run in this process
+
     def __init__(self, layout: Any, spec: WriteSpec, user_schema: pa.Schema) -> None:
         self.layout = layout
         self.spec = spec
         self.user_schema = user_schema
+
+    def file_groups_of(self, rows: pa.Table) -> set[tuple[str, str]]:
+        pairs = rows.select([PARTITION_PATH, FILE_ID_COLUMN]).filter(pc.is_valid(rows.column(FILE_ID_COLUMN)))
+        return {(p or "", f) for p, f in zip(*(c.to_pylist() for c in pairs.group_by(pairs.column_names)
+                                             .aggregate([]).columns), strict=True)}
+
+    def cancel_write(self) -> None:
+        """Nothing to cancel: file groups are written one after the other in this thread, and the
+        next marker request is refused once a conflict is known."""
 
     # -- frame helpers ------------------------------------------------------------------
     def schema_of(self, frame: pa.Table) -> pa.Schema:

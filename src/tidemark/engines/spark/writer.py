@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
-from tidemark.errors import NullRecordKeyError
+from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.fsview import FileSystemView
@@ -137,6 +137,42 @@ class SparkWritePipeline:
         self.batch_partitions: list[str] | None = None  # found by prepare()
         self.batch_rows: int | None = None
         self.parallelism = parallelism
+        conf = spark.sparkContext.getConf()
+        local = (conf.get("spark.master") or "local").startswith("local")
+        # Executors reach a server in the driver at the driver's address; in local mode at loopback.
+        self.marker_server_host = "127.0.0.1" if local else (conf.get("spark.driver.host") or "127.0.0.1")
+        self._job_group: str | None = None
+
+    # -- running write jobs -----------------------------------------------------------------
+    def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
+        """Collect the stats of a write job, run in its own job group so it can be cancelled.
+
+        A task that stopped at an early conflict fails the job; its EarlyConflictError comes
+        back to the driver as text inside Spark's error and is raised again here, typed.
+        """
+        sc = self.spark.sparkContext
+        self._job_group = f"tidemark-write-{self.spec.instant_time}"
+        sc.setJobGroup(self._job_group, f"tidemark write {self.spec.instant_time}", interruptOnCancel=True)
+        try:
+            return [_stat_from_row(r) for r in frame.collect()]
+        except Exception as failure:
+            early = EarlyConflictError.from_text(str(failure))
+            if early is not None:
+                raise early from None
+            raise
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+            self._job_group = None
+
+    def cancel_write(self) -> None:
+        group = self._job_group
+        if group is not None:
+            self.spark.sparkContext.cancelJobGroup(group)
+
+    def file_groups_of(self, rows: DataFrame) -> set[tuple[str, str]]:
+        pairs = rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).select(PARTITION_PATH, FILE_ID_COLUMN).distinct()
+        return {(r[0] or "", r[1]) for r in pairs.collect()}
 
     # -- preparing the batch -----------------------------------------------------------
     def prepare(self, df: DataFrame, *, allow_missing: bool, keys_only: bool = False) -> DataFrame:
@@ -314,7 +350,7 @@ class SparkWritePipeline:
         tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
         rows = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN)
         out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
-        return [_stat_from_row(r) for r in out.collect()]
+        return self._run_write_job(out)
 
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
         spec = self.spec
@@ -328,4 +364,4 @@ class SparkWritePipeline:
         if self.parallelism:
             df = df.repartition(self.parallelism)
         out = df.mapInArrow(write_partition, STATS_DDL)
-        return [_stat_from_row(r) for r in out.collect()]
+        return self._run_write_job(out)

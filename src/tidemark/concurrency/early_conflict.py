@@ -1,0 +1,292 @@
+"""Early conflict detection: stop a doomed write at its first conflicting file group.
+
+Under optimistic concurrency a write normally learns of a conflict only when it
+commits. With early detection (``hoodie.write.concurrency.early.conflict.detection.enable``)
+it checks before it writes a file group — before the marker, so before the file:
+
+* **marker conflict**: an *active* writer holds a marker on the same file group.
+  Active means pending, with a requested time *smaller* than ours (so two
+  writers never stop each other: the younger yields), and with a live heartbeat
+  (a crashed writer's markers stop counting once its heartbeat expired);
+* **commit conflict** (``...early.conflict.check.commit.conflict``): a write
+  that completed after our snapshot changed the file group (its markers are
+  gone, so only the timeline tells).
+
+Strategies (``...early.conflict.detection.strategy``):
+
+* ``simple_direct``: the check before each direct marker. Two writers checking
+  the same file group at the same moment can both pass; the commit-time check
+  then catches it.
+* ``transactional_direct``: the same check and the marker creation under a lock
+  on ``partition/fileId``, so no race slips through.
+* ``async_timeline_server``: the marker server checks this writer's markers
+  against the other active writers' persisted markers periodically
+  (``...async.conflict.detector.period_ms``) and refuses marker requests once
+  it found a conflict.
+
+The check reads only what it needs: the timeline, the heartbeats of older
+pending writers, and the marker folder of the one partition of each of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import fcntl
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+
+from tidemark.concurrency.heartbeat import HeartbeatPolicy
+from tidemark.errors import ConfigError, EarlyConflictError
+from tidemark.markers.base import Marker
+from tidemark.markers.listing import markers_in_partition
+from tidemark.storage import Storage
+from tidemark.timeline import Action, Timeline
+from tidemark.timeline.instant_time import parse_instant_time
+
+log = logging.getLogger(__name__)
+
+_WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
+FILE_GROUP_LOCK_DIR = ".hoodie/.locks/file-groups"
+FILE_GROUP_LOCK_STRIPES = 256
+
+
+class DetectionStrategy(str, enum.Enum):
+    SIMPLE_DIRECT = "simple_direct"
+    TRANSACTIONAL_DIRECT = "transactional_direct"
+    ASYNC_TIMELINE_SERVER = "async_timeline_server"
+
+    @property
+    def uses_direct_markers(self) -> bool:
+        return self is not DetectionStrategy.ASYNC_TIMELINE_SERVER
+
+
+# Hudi's class names, so Hudi users' settings work as they are.
+_HUDI_CLASSES = {
+    "org.apache.hudi.table.marker.SimpleDirectMarkerBasedDetectionStrategy": DetectionStrategy.SIMPLE_DIRECT,
+    "org.apache.hudi.table.marker.SimpleTransactionDirectMarkerBasedDetectionStrategy": (
+        DetectionStrategy.TRANSACTIONAL_DIRECT
+    ),
+    "org.apache.hudi.timeline.service.handlers.marker.AsyncTimelineServerBasedDetectionStrategy": (
+        DetectionStrategy.ASYNC_TIMELINE_SERVER
+    ),
+}
+
+
+def parse_detection_strategy(value: str) -> DetectionStrategy:
+    text = str(value).strip()
+    if text in _HUDI_CLASSES:
+        return _HUDI_CLASSES[text]
+    try:
+        return DetectionStrategy(text.lower())
+    except ValueError:
+        names = ", ".join(s.value for s in DetectionStrategy)
+        raise ValueError(f"expected one of {names} (or Hudi's class name)") from None
+
+
+@dataclass(frozen=True)
+class EarlyConflictSettings:
+    """How one write detects conflicts early; picklable (it travels to the tasks)."""
+
+    strategy: DetectionStrategy
+    check_commit_conflict: bool = False
+    heartbeat_expiry_ms: int = 120_000
+    async_initial_delay_ms: int = 0
+    async_period_ms: int = 30_000
+    # Set per write once its instant exists:
+    instant_time: str = ""
+    seen: frozenset[str] = frozenset()  # instants completed in the snapshot the write planned against
+
+    def for_write(self, instant_time: str, seen: frozenset[str]) -> EarlyConflictSettings:
+        return replace(self, instant_time=instant_time, seen=seen)
+
+
+@dataclass(frozen=True)
+class EarlyConflict:
+    """A conflict found early: which file group, held or changed by which instant."""
+
+    conflicting_instant: str
+    partition_path: str
+    file_id: str
+    reason: str  # "marker" | "commit"
+
+    def error(self, settings: EarlyConflictSettings) -> EarlyConflictError:
+        return EarlyConflictError(
+            instant_time=settings.instant_time,
+            conflicting_instant=self.conflicting_instant,
+            partition_path=self.partition_path,
+            file_id=self.file_id,
+            reason=self.reason,
+            strategy=settings.strategy.value,
+        )
+
+
+FileGroup = tuple[str, str]  # (partition path, file id)
+
+
+class ConflictDetector:
+    """Finds early conflicts for one write; cheap to build, safe to use from many threads."""
+
+    def __init__(self, storage: Storage, settings: EarlyConflictSettings) -> None:
+        if not settings.instant_time:
+            raise ValueError("EarlyConflictSettings.for_write() first: the write's instant is not set")
+        self.storage = storage
+        self.settings = settings
+        self._heartbeats = HeartbeatPolicy(settings.heartbeat_expiry_ms, 1)
+
+    def active_older_writers(self, timeline: Timeline) -> list[str]:
+        """Pending writes older than ours whose writer is alive (heartbeat not expired)."""
+        mine = self.settings.instant_time
+        out = []
+        for inst in timeline.pending:
+            if inst.action not in _WRITE_ACTIONS or inst.requested_time >= mine:
+                continue
+            requested_ms = int(parse_instant_time(inst.requested_time).timestamp() * 1000)
+            if not self._heartbeats.is_expired(self.storage, inst.requested_time, requested_ms=requested_ms):
+                out.append(inst.requested_time)
+        return out
+
+    def find(self, file_groups: Iterable[FileGroup]) -> EarlyConflict | None:
+        """The first conflict on any of ``file_groups``, or None."""
+        by_partition: dict[str, set[str]] = {}
+        for partition, file_id in file_groups:
+            by_partition.setdefault(partition, set()).add(file_id)
+        if not by_partition:
+            return None
+        timeline = Timeline.load(self.storage)
+        for writer in self.active_older_writers(timeline):
+            for partition, file_ids in sorted(by_partition.items()):
+                for marker in markers_in_partition(self.storage, writer, partition):
+                    if marker.file_id in file_ids:
+                        return EarlyConflict(writer, partition, marker.file_id, "marker")
+        if self.settings.check_commit_conflict:
+            return self._commit_conflict(timeline, by_partition)
+        return None
+
+    def _commit_conflict(self, timeline: Timeline, by_partition: dict[str, set[str]]) -> EarlyConflict | None:
+        mine, seen = self.settings.instant_time, self.settings.seen
+        for inst in timeline.completed_data_instants:
+            if inst.requested_time == mine or inst.requested_time in seen:
+                continue
+            meta = timeline.commit_metadata(inst)
+            touched = [(s.partition_path, s.file_id) for s in meta.write_stats]
+            touched += [(p, f) for p, ids in meta.replaced_file_ids.items() for f in ids]
+            for partition, file_id in touched:
+                if file_id in by_partition.get(partition, ()):
+                    return EarlyConflict(inst.requested_time, partition, file_id, "commit")
+        return None
+
+    def check(self, file_groups: Iterable[FileGroup]) -> None:
+        """Raise EarlyConflictError if any of ``file_groups`` conflicts."""
+        conflict = self.find(file_groups)
+        if conflict is not None:
+            raise conflict.error(self.settings)
+
+    def guarded_create(self, marker: Marker, create: Callable[[], None]) -> None:
+        """Check ``marker``'s file group, then create the marker (both under the file-group
+        lock for the transactional strategy). Raises EarlyConflictError, creating nothing."""
+        group = (marker.partition_path, marker.file_id)
+        if self.settings.strategy is DetectionStrategy.TRANSACTIONAL_DIRECT:
+            with file_group_lock(self.storage, *group):
+                self.check([group])
+                create()
+        else:
+            self.check([group])
+            create()
+
+
+@contextlib.contextmanager
+def file_group_lock(storage: Storage, partition_path: str, file_id: str) -> Iterator[None]:
+    """An exclusive lock on ``partition/fileId`` across processes (``flock``, local file systems).
+
+    Locks are striped over a fixed set of lock files, so no lock file is ever created
+    per file group or deleted (deleting a flock file races with its next user); two
+    file groups sharing a stripe only wait for each other briefly.
+    """
+    digest = hashlib.sha1(f"{partition_path}/{file_id}".encode()).digest()
+    stripe = int.from_bytes(digest[:4], "big") % FILE_GROUP_LOCK_STRIPES
+    path = storage.full_path(f"{FILE_GROUP_LOCK_DIR}/{stripe:03d}.lock")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
+class AsyncConflictChecker:
+    """The marker server's checker thread: this writer's markers vs. everybody else's.
+
+    Every ``async_period_ms`` (after ``async_initial_delay_ms``) it compares the file
+    groups of ``own_markers()`` with the persisted markers of older active writers
+    (and, if configured, with commits completed since the write planned). The first
+    conflict found is kept in :attr:`conflict` and passed to ``on_conflict``; the
+    checker then stops.
+    """
+
+    def __init__(
+        self,
+        detector: ConflictDetector,
+        own_markers: Callable[[], Iterable[Marker]],
+        on_conflict: Callable[[EarlyConflict], None],
+    ) -> None:
+        self.detector = detector
+        self.own_markers = own_markers
+        self.on_conflict = on_conflict
+        self.conflict: EarlyConflict | None = None
+        self.checks = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tidemark-conflict-checker", daemon=True)
+
+    def start(self) -> AsyncConflictChecker:
+        self._thread.start()
+        return self
+
+    def check_now(self) -> EarlyConflict | None:
+        groups = {(m.partition_path, m.file_id) for m in self.own_markers()}
+        self.checks += 1
+        conflict = self.detector.find(groups)
+        if conflict is not None and self.conflict is None:
+            self.conflict = conflict
+            self.on_conflict(conflict)
+        return conflict
+
+    def _run(self) -> None:
+        settings = self.detector.settings
+        if self._stop.wait(settings.async_initial_delay_ms / 1000):
+            return
+        while not self._stop.is_set():
+            try:
+                if self.check_now() is not None:
+                    return
+            except Exception:  # a torn read or a vanished folder: the next round makes up for it
+                log.debug("early conflict check failed; retrying next period", exc_info=True)
+            if self._stop.wait(settings.async_period_ms / 1000):
+                return
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+
+def validate(settings: EarlyConflictSettings, marker_type: str) -> None:
+    """Strategy and marker type must fit together (raises ConfigError)."""
+    server = marker_type == "TIMELINE_SERVER_BASED"
+    if settings.strategy.uses_direct_markers and server:
+        raise ConfigError(
+            f"early conflict detection strategy {settings.strategy.value} works on direct markers; "
+            "set hoodie.write.markers.type=DIRECT or use async_timeline_server",
+            key="hoodie.write.concurrency.early.conflict.detection.strategy",
+        )
+    if not settings.strategy.uses_direct_markers and not server:
+        raise ConfigError(
+            "early conflict detection strategy async_timeline_server needs the marker server: "
+            "set hoodie.write.markers.type=TIMELINE_SERVER_BASED or use simple_direct / transactional_direct",
+            key="hoodie.write.concurrency.early.conflict.detection.strategy",
+        )
