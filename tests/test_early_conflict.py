@@ -596,7 +596,8 @@ def test_a_retried_spark_task_leaves_no_duplicate_file(tmp_path: Path) -> None:
     seed.close()
     hooks = Path(__file__).with_name("failing_first_attempt_daemon.py")
     result = tmp_path / "result.json"
-    spec = {"table": path, "options": OCC, "operation": "upsert", "rows": rows(list(range(4 * PARTS)), "b"),
+    one_task = {**OCC, "hoodie.upsert.shuffle.parallelism": "1"}  # each worker is a fresh process here
+    spec = {"table": path, "options": one_task, "operation": "upsert", "rows": rows(list(range(4 * PARTS)), "b"),
             "schema": "id long, part string, v string", "engine": "spark", "spark_master": "local[1,2]",
             "spark_conf": {"spark.python.use.daemon": "false", "spark.python.worker.module": hooks.stem,
                            "spark.executorEnv.PYTHONPATH": str(hooks.parent)},
@@ -615,3 +616,84 @@ def test_a_retried_spark_task_leaves_no_duplicate_file(tmp_path: Path) -> None:
     attempts_log = tmp_path / "attempts.log"
     assert attempts_log.exists() and "first attempt died" in attempts_log.read_text()
     assert {r["id"]: r["v"] for r in hudi_rs_read(path).to_pylist()} == model((list(range(4 * PARTS)), "b"))
+
+
+# -- CLI --------------------------------------------------------------------------------------------
+
+
+def test_markers_command_lists_writers_heartbeats_markers_and_shared_file_groups(
+    table: tidemark.Table, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidemark.cli.main import main
+
+    storage = LocalStorage(table.path)
+    f0, f1 = file_group_of(table, "p0"), file_group_of(table, "p1")
+    first_protocol, first = _pending(table, OCC)
+    second_protocol, second = _pending(table, OCC)
+    DirectMarkerWriter(storage, first.instant_time).create(f"part=p0/{f0}_0-1-0_{first.instant_time}.parquet",
+                                                          IOType.MERGE)
+    with MarkerServer(storage, second.instant_time, batch_interval_ms=5, num_threads=2) as server:
+        client = MarkerServerClient(server.url, second.instant_time)
+        client.create(f"part=p0/{f0}_0-2-0_{second.instant_time}.parquet", IOType.MERGE)
+        client.create(f"part=p1/{f1}_0-2-1_{second.instant_time}.parquet", IOType.MERGE)
+        client.create(f"part=p2/new-0_0-2-2_{second.instant_time}.parquet", IOType.CREATE)
+
+    assert main(["markers", table.path, "--json", "--files"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_instant = {w["instant"]: w for w in doc["writers"]}
+    assert set(by_instant) == {first.instant_time, second.instant_time}
+    one, two = by_instant[first.instant_time], by_instant[second.instant_time]
+    assert (one["marker_type"], one["markers"], one["heartbeat"]) == ("direct", 1, "alive")
+    assert (two["marker_type"], two["markers"], two["partitions"], two["file_groups"]) == ("server", 3, 3, 3)
+    assert one["shares_file_groups_with"] == {second.instant_time: 1}
+    assert f"part=p2/new-0_0-2-2_{second.instant_time}.parquet.marker.CREATE" in two["marker_files"]
+
+    assert main(["markers", table.path]) == 0
+    out = capsys.readouterr().out
+    assert "2 pending write(s), 2 with a live heartbeat" in out
+    assert first.instant_time in out and second.instant_time in out and "alive" in out
+
+    for protocol, pending in ((second_protocol, second), (first_protocol, first)):
+        protocol.abort(pending)
+        protocol.close()
+    assert main(["markers", table.path]) == 0
+    assert "no active writers" in capsys.readouterr().out
+
+
+# -- markers drive rollback, whatever their type ------------------------------------------------
+
+
+@pytest.mark.parametrize("marker_type", ["DIRECT", "TIMELINE_SERVER_BASED"])
+def test_a_crashed_writes_files_are_found_by_its_markers_and_rolled_back(
+    tmp_path: Path, table: tidemark.Table, marker_type: str
+) -> None:
+    opts = {**OCC, "hoodie.write.markers.type": marker_type}
+    dead = Writer(tmp_path, table, opts, rows(list(range(4 * PARTS)), "dead"), crash_at="while_writing")
+    dead.process.wait(timeout=90)
+    dead_instant = (tmp_path / Path(dead.result).name.replace(".result", ".crashed")).read_text()
+    storage = LocalStorage(table.path)
+    written = data_files_of(table, dead_instant)
+    assert written and {str(Path(table.path) / f) for f in marked_data_files(storage, dead_instant)} >= set(written)
+    assert (Path(table.path, ".hoodie/.temp", dead_instant, MARKERS_TYPE_FILE).exists()
+            == (marker_type == "TIMELINE_SERVER_BASED"))
+    assert visible(table) == model()  # invisible while pending
+    result = table.rollback(dead_instant)
+    assert sorted(str(Path(table.path) / f) for f in result.deleted_files) == sorted(written)
+    assert data_files_of(table, dead_instant) == []
+    assert not Path(table.path, ".hoodie/.temp", dead_instant).exists()
+
+
+def test_spark_write_with_the_marker_server(spark: Any, tmp_path: Path) -> None:
+    opts = {"hoodie.write.markers.type": "TIMELINE_SERVER_BASED",
+            "hoodie.markers.timeline_server_based.batch.num_threads": "4"}
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", partition_by="part",
+                                  options=opts)
+    schema = "id long, part string, v string"
+    first = table.bulk_insert(spark.createDataFrame(rows(list(range(40)), "one"), schema))
+    second = table.upsert(spark.createDataFrame(rows([1, 2, 3, 100], "two"), schema))
+    assert first.num_files >= PARTS and second.num_updates == 3 and second.num_inserts == 1
+    assert list(Path(table.path, ".hoodie/.temp").glob("*")) == []  # markers go with the commit
+    expected = {i: "one" for i in range(40)} | {1: "two", 2: "two", 3: "two", 100: "two"}
+    assert visible(table) == expected
+    assert {r["id"]: r["v"] for r in hudi_rs_read(table.path).to_pylist()} == expected
+    table.close()

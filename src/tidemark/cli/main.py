@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, demo, options, rollback, show, timeline
+from tidemark.cli import clean, demo, markers, options, rollback, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -52,6 +52,8 @@ quick start:
   tidemark timeline PATH        what was written to it, instant by instant
   tidemark show PATH --no-meta  its rows
   tidemark show PATH --as-of T  its rows as of instant T (time travel)
+  tidemark markers PATH         who is writing it right now: heartbeats, markers,
+                                file groups two writers both hold
   tidemark clean PATH           roll back writes whose writer died (heartbeat
                                 expired); a live writer's write is never touched
   tidemark <command> --help     the manual of a command, with examples
@@ -96,7 +98,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, rollback, clean, options):
+    for module in (demo, timeline, show, markers, rollback, clean, options):
         module.add_parser(commands)
     return parser
 
