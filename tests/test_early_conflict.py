@@ -351,6 +351,21 @@ def test_commit_conflict_check_sees_writes_completed_since_the_snapshot(table: t
     assert conflict is not None and (conflict.conflicting_instant, conflict.reason) == (done.instant_time, "commit")
     assert ConflictDetector(storage, with_commits).find([("part=p4", file_group_of(table, "p4"))]) is None
     protocol.abort(pending)
+
+    # A file group marked *before* another write committed to it is caught at the next marker.
+    snapshot = frozenset(i.requested_time for i in Timeline.load(storage).completed)
+    protocol, pending = _pending(table, OCC)
+    settings = EarlyConflictSettings(DetectionStrategy.SIMPLE_DIRECT, check_commit_conflict=True).for_write(
+        pending.instant_time, snapshot
+    )
+    writer = open_marker_writer(storage, pending.instant_time, MarkerSpec(early_conflict=settings))
+    writer.create(f"part=p3/{f3}_0-1-0_{pending.instant_time}.parquet", IOType.MERGE)
+    later = table.upsert(pa.Table.from_pylist(rows([3], "again")))
+    with pytest.raises(EarlyConflictError) as caught:
+        writer.create(f"part=p4/{file_group_of(table, 'p4')}_0-1-1_{pending.instant_time}.parquet", IOType.MERGE)
+    assert (caught.value.conflicting_instant, caught.value.file_id, caught.value.reason) == (
+        later.instant_time, f3, "commit")
+    protocol.abort(pending)
     protocol.close()
 
 

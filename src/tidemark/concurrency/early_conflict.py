@@ -150,11 +150,15 @@ class ConflictDetector:
                 out.append(inst.requested_time)
         return out
 
-    def find(self, file_groups: Iterable[FileGroup]) -> EarlyConflict | None:
-        """The first conflict on any of ``file_groups``, or None."""
-        by_partition: dict[str, set[str]] = {}
-        for partition, file_id in file_groups:
-            by_partition.setdefault(partition, set()).add(file_id)
+    def find(
+        self, file_groups: Iterable[FileGroup], *, also_committed: Iterable[FileGroup] = ()
+    ) -> EarlyConflict | None:
+        """The first conflict on any of ``file_groups``, or None.
+
+        ``also_committed``: more file groups to test against completed writes only (the
+        ones this process marked earlier: a commit may have changed them since).
+        """
+        by_partition = _by_partition(file_groups)
         if not by_partition:
             return None
         timeline = Timeline.load(self.storage)
@@ -164,6 +168,8 @@ class ConflictDetector:
                     if marker.file_id in file_ids:
                         return EarlyConflict(writer, partition, marker.file_id, "marker")
         if self.settings.check_commit_conflict:
+            for partition, file_ids in _by_partition(also_committed).items():
+                by_partition.setdefault(partition, set()).update(file_ids)
             return self._commit_conflict(timeline, by_partition)
         return None
 
@@ -188,15 +194,41 @@ class ConflictDetector:
 
     def guarded_create(self, marker: Marker, create: Callable[[], None]) -> None:
         """Check ``marker``'s file group, then create the marker (both under the file-group
-        lock for the transactional strategy). Raises EarlyConflictError, creating nothing."""
+        lock for the transactional strategy). Raises EarlyConflictError, creating nothing.
+
+        With the commit-conflict check on, the file groups this process marked earlier
+        for the same write are checked against completed writes too, so a commit that
+        changed a file group after its marker was made is found at the next marker.
+        """
         group = (marker.partition_path, marker.file_id)
+        earlier = _marked_here.setdefault(self.settings.instant_time, set())
+        while len(_marked_here) > _MARKED_HERE_WRITES:  # finished writes of a long-lived worker
+            del _marked_here[next(iter(_marked_here))]
+
+        def check_then_create() -> None:
+            conflict = self.find([group], also_committed=earlier)
+            if conflict is not None:
+                raise conflict.error(self.settings)
+            create()
+            earlier.add(group)
+
         if self.settings.strategy is DetectionStrategy.TRANSACTIONAL_DIRECT:
             with file_group_lock(self.storage, *group):
-                self.check([group])
-                create()
+                check_then_create()
         else:
-            self.check([group])
-            create()
+            check_then_create()
+
+
+# File groups this process (a Spark Python worker lives across tasks) marked per write.
+_marked_here: dict[str, set[FileGroup]] = {}
+_MARKED_HERE_WRITES = 16
+
+
+def _by_partition(file_groups: Iterable[FileGroup]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for partition, file_id in file_groups:
+        out.setdefault(partition, set()).add(file_id)
+    return out
 
 
 @contextlib.contextmanager
