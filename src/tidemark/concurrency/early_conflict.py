@@ -43,7 +43,7 @@ from dataclasses import dataclass, replace
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.errors import ConfigError, EarlyConflictError
 from tidemark.markers.base import Marker
-from tidemark.markers.listing import markers_in_partition
+from tidemark.markers.listing import markers_in_partitions
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Timeline
 from tidemark.timeline.instant_time import parse_instant_time
@@ -163,10 +163,9 @@ class ConflictDetector:
             return None
         timeline = Timeline.load(self.storage)
         for writer in self.active_older_writers(timeline):
-            for partition, file_ids in sorted(by_partition.items()):
-                for marker in markers_in_partition(self.storage, writer, partition):
-                    if marker.file_id in file_ids:
-                        return EarlyConflict(writer, partition, marker.file_id, "marker")
+            for marker in markers_in_partitions(self.storage, writer, by_partition):
+                if marker.file_id in by_partition[marker.partition_path]:
+                    return EarlyConflict(writer, marker.partition_path, marker.file_id, "marker")
         if self.settings.check_commit_conflict:
             for partition, file_ids in _by_partition(also_committed).items():
                 by_partition.setdefault(partition, set()).update(file_ids)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterable
 
 from tidemark.format.names import marker_dir
 from tidemark.markers.base import Marker, parse_marker
@@ -68,23 +69,31 @@ def read_markers(storage: Storage, instant_time: str) -> list[Marker]:
     return sorted(found, key=lambda m: m.name)
 
 
-def markers_in_partition(storage: Storage, instant_time: str, partition_path: str) -> list[Marker]:
-    """The markers of ``instant_time`` in one partition: lists only that partition's folder.
+def markers_in_partitions(storage: Storage, instant_time: str, partitions: Iterable[str]) -> list[Marker]:
+    """The markers of ``instant_time`` in the given partitions, listing only their folders.
 
     This is what keeps an early conflict check cheap: a writer about to write in
     partition P looks at P's marker folder of each other active writer, not at
-    every marker they hold.
+    every marker they hold. (Server-based markers are read whole, once, from the
+    few MARKERS files; unchanged files are not parsed again.)
     """
     root = marker_dir(instant_time)
-    folder = f"{root}/{partition_path}" if partition_path else root
+    wanted = set(partitions)
     out = []
-    for name in storage.list_names(folder):
-        marker = parse_marker(name)
-        if marker is not None:
-            data_file = f"{partition_path}/{marker.data_file}" if partition_path else marker.data_file
-            out.append(Marker(data_file, marker.io_type))
-    out.extend(m for m in server_markers(storage, instant_time) if m.partition_path == partition_path)
+    for partition_path in sorted(wanted):
+        folder = f"{root}/{partition_path}" if partition_path else root
+        for name in storage.list_names(folder):
+            marker = parse_marker(name)
+            if marker is not None:
+                data_file = f"{partition_path}/{marker.data_file}" if partition_path else marker.data_file
+                out.append(Marker(data_file, marker.io_type))
+    out.extend(m for m in server_markers(storage, instant_time) if m.partition_path in wanted)
     return out
+
+
+def markers_in_partition(storage: Storage, instant_time: str, partition_path: str) -> list[Marker]:
+    """The markers of ``instant_time`` in one partition (see :func:`markers_in_partitions`)."""
+    return markers_in_partitions(storage, instant_time, [partition_path])
 
 
 def marked_data_files(storage: Storage, instant_time: str) -> list[str]:
