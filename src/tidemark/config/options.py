@@ -250,7 +250,8 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.markers.timeline_server_based.batch.interval_ms",
         "50",
         parse_positive_int,
-        "Marker server: how often pending marker requests are written out as one batch.",
+        "Marker server: the batcher's idle poll interval. Requests are written as soon as a MARKERS file "
+        "is free and batched while all are busy (group commit), so this does not delay a marker.",
     ),
     Option(
         "hoodie.markers.timeline_server_based.batch.num_threads",

@@ -1,9 +1,12 @@
 """Timeline-server-based markers: a small HTTP marker server in the driver, for one write.
 
 Tasks do not touch the file system for markers; they send each marker to the
-server, which batches requests every ``batch_interval_ms`` and writes each batch
-into one of ``num_threads`` files ``MARKERS0`` .. ``MARKERS<n-1>`` (next to
-``MARKERS.type``, in the write's marker folder). A request is acknowledged only
+server, which writes requests in batches into one of ``num_threads`` files
+``MARKERS0`` .. ``MARKERS<n-1>`` (next to ``MARKERS.type``, in the write's
+marker folder). A request is written as soon as a file is free; requests that
+arrive while every file is being written are batched together (group commit),
+so the number of writes stays bounded under load without making a lone request
+wait; ``batch_interval_ms`` only paces the batcher when it is idle. A request is acknowledged only
 after its batch was written and fsynced, so a driver crash loses no acknowledged
 marker — rollback and partial-file clean-up read the files back
 (:mod:`tidemark.markers.listing`). Many thousand markers become a few files:
@@ -200,8 +203,17 @@ class MarkerServer:
         return True
 
     def _batch_loop(self) -> None:
-        while not self._stop.wait(self.batch_interval_ms / 1000):
-            self._flush_now(wait=False)
+        # Group commit: a request is written as soon as a MARKERS file is free; requests that
+        # arrive while all files are being written wait and go together in the next batch.
+        # At low load a marker costs one small fsynced write, not a batch interval.
+        while not self._stop.is_set():
+            try:
+                first = self._pending.get(timeout=self.batch_interval_ms / 1000)
+            except queue.Empty:
+                continue
+            index = self._free_files.get()  # one writer per MARKERS file at a time
+            batch = [first, *self._drain()]
+            self._pool.submit(self._write_batch, index, batch)
 
     def _drain(self) -> list[_Request]:
         batch = []
