@@ -712,3 +712,29 @@ def test_spark_write_with_the_marker_server(spark: Any, tmp_path: Path) -> None:
     assert visible(table) == expected
     assert {r["id"]: r["v"] for r in hudi_rs_read(table.path).to_pylist()} == expected
     table.close()
+
+
+def test_a_task_that_stops_signals_the_driver_which_cancels_the_job(table: tidemark.Table) -> None:
+    """Engines retry failed tasks; the signal file lets the driver cancel at the first stop."""
+    from tidemark.concurrency.early_conflict import ConflictSignalWatcher
+
+    storage = LocalStorage(table.path)
+    f0 = file_group_of(table, "p0")
+    older_protocol, older = _pending(table, OCC)
+    younger_protocol, younger = _pending(table, OCC)
+    DirectMarkerWriter(storage, older.instant_time).create(f"part=p0/{f0}_0-1-0_{older.instant_time}.parquet",
+                                                          IOType.MERGE)
+    cancelled = threading.Event()
+    watcher = ConflictSignalWatcher(storage, younger.instant_time, cancelled.set, poll_ms=10).start()
+    settings = EarlyConflictSettings(DetectionStrategy.SIMPLE_DIRECT).for_write(younger.instant_time, frozenset())
+    writer = open_marker_writer(storage, younger.instant_time, MarkerSpec(early_conflict=settings))
+    assert not cancelled.is_set()
+    with pytest.raises(EarlyConflictError):
+        writer.create(f"part=p0/{f0}_0-2-0_{younger.instant_time}.parquet", IOType.MERGE)
+    assert cancelled.wait(timeout=30)
+    signalled = watcher.stop()
+    assert signalled is not None and (signalled.conflicting_instant, signalled.file_id) == (older.instant_time, f0)
+    assert marked_data_files(storage, younger.instant_time) == []  # the signal is not a marker
+    for protocol, pending in ((younger_protocol, younger), (older_protocol, older)):
+        protocol.abort(pending)
+        protocol.close()

@@ -34,6 +34,7 @@ import contextlib
 import enum
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import threading
@@ -42,6 +43,7 @@ from dataclasses import dataclass, replace
 
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.errors import ConfigError, EarlyConflictError
+from tidemark.format.names import marker_dir
 from tidemark.markers.base import Marker
 from tidemark.markers.listing import markers_in_partitions
 from tidemark.storage import Storage
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 _WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 FILE_GROUP_LOCK_DIR = ".hoodie/.locks/file-groups"
 FILE_GROUP_LOCK_STRIPES = 256
+CONFLICT_SIGNAL = "EARLY_CONFLICT"  # in the write's marker folder
 
 
 class DetectionStrategy(str, enum.Enum):
@@ -207,7 +210,9 @@ class ConflictDetector:
         def check_then_create() -> None:
             conflict = self.find([group], also_committed=earlier)
             if conflict is not None:
-                raise conflict.error(self.settings)
+                error = conflict.error(self.settings)
+                signal_conflict(self.storage, error)
+                raise error
             create()
             earlier.add(group)
 
@@ -216,6 +221,62 @@ class ConflictDetector:
                 check_then_create()
         else:
             check_then_create()
+
+
+def conflict_signal_path(instant_time: str) -> str:
+    return f"{marker_dir(instant_time)}/{CONFLICT_SIGNAL}"
+
+
+def signal_conflict(storage: Storage, error: EarlyConflictError) -> None:
+    """Tell the write's driver, wherever it runs, that a task stopped at a conflict.
+
+    The task's exception reaches the driver only when the engine gives up on the task
+    (after its retries); the driver's :class:`ConflictSignalWatcher` sees this file at
+    once and cancels the whole job.
+    """
+    payload = json.dumps(error.payload()).encode()
+    storage.create_if_absent(conflict_signal_path(error.instant_time or ""), payload)
+
+
+def read_conflict_signal(storage: Storage, instant_time: str) -> EarlyConflictError | None:
+    try:
+        payload = json.loads(storage.read_bytes(conflict_signal_path(instant_time)))
+    except (FileNotFoundError, ValueError):
+        return None
+    return EarlyConflictError(**payload)
+
+
+class ConflictSignalWatcher:
+    """In the driver, for direct markers: cancel the write's job as soon as a task signals a conflict."""
+
+    def __init__(self, storage: Storage, instant_time: str, on_conflict: Callable[[], None],
+                 *, poll_ms: int = 200) -> None:
+        self.storage = storage
+        self.instant_time = instant_time
+        self.on_conflict = on_conflict
+        self.poll_ms = poll_ms
+        self.conflict: EarlyConflictError | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tidemark-conflict-watcher", daemon=True)
+
+    def start(self) -> ConflictSignalWatcher:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll_ms / 1000):
+            found = read_conflict_signal(self.storage, self.instant_time)
+            if found is not None:
+                self.conflict = found
+                self.on_conflict()
+                return
+
+    def stop(self) -> EarlyConflictError | None:
+        """Stop watching; the conflict a task signalled, if any (also one signalled just now)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+        return self.conflict or read_conflict_signal(self.storage, self.instant_time)
 
 
 # File groups this process (a Spark Python worker lives across tasks) marked per write.

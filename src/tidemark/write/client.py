@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from tidemark.concurrency.early_conflict import ConflictDetector, FileGroup
+from tidemark.concurrency.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import EarlyConflictError, HeartbeatExpiredError, WriteConflictError
@@ -131,7 +131,19 @@ class WriteClient:
         if self.config.markers_type != MarkerType.TIMELINE_SERVER_BASED.value:
             spec = MarkerSpec(MarkerType.DIRECT, early_conflict=early)
             pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time, markers=spec)
-            yield None
+            if early is None:
+                yield None
+                return
+            watcher = ConflictSignalWatcher(self.storage, pending.instant_time, pipeline.cancel_write).start()
+            try:
+                yield None
+            except Exception as failure:
+                signalled = watcher.stop()
+                if signalled is not None and not isinstance(failure, EarlyConflictError):
+                    raise signalled from failure  # the job was cancelled because of it
+                raise
+            finally:
+                watcher.stop()
             return
         server = MarkerServer(
             self.storage,
