@@ -7,8 +7,8 @@ marker folder). A request is written as soon as a file is free; requests that
 arrive while every file is being written are batched together (group commit),
 so the number of writes stays bounded under load without making a lone request
 wait; ``batch_interval_ms`` only paces the batcher when it is idle. A request is acknowledged only
-after its batch was written and fsynced, so a driver crash loses no acknowledged
-marker — rollback and partial-file clean-up read the files back
+after its batch was written to the file system, so a driver crash loses no
+acknowledged marker — rollback and partial-file clean-up read the files back
 (:mod:`tidemark.markers.listing`). Many thousand markers become a few files:
 cheaper to create, list and delete than one file each.
 
@@ -103,8 +103,7 @@ class MarkerServer:
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> MarkerServer:
         root = marker_dir(self.instant_time)
-        self.storage.write_atomic(f"{root}/{MARKERS_TYPE_FILE}", MarkerType.TIMELINE_SERVER_BASED.value.encode(),
-                                  durable=True)
+        self.storage.write_atomic(f"{root}/{MARKERS_TYPE_FILE}", MarkerType.TIMELINE_SERVER_BASED.value.encode())
         self._httpd = ThreadingHTTPServer((self.host, 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._threads = [
@@ -183,7 +182,7 @@ class MarkerServer:
 
     # -- marker requests ---------------------------------------------------------------------
     def create(self, marker: Marker) -> bool:
-        """Record ``marker``; returns once it is durable (False if it existed already).
+        """Record ``marker``; returns once it is written (False if it existed already).
 
         Raises EarlyConflictError once the checker found a conflict, MarkerServerError
         if the batch could not be written.
@@ -205,7 +204,7 @@ class MarkerServer:
     def _batch_loop(self) -> None:
         # Group commit: a request is written as soon as a MARKERS file is free; requests that
         # arrive while all files are being written wait and go together in the next batch.
-        # At low load a marker costs one small fsynced write, not a batch interval.
+        # At low load a marker costs one small file write, not a batch interval.
         while not self._stop.is_set():
             try:
                 first = self._pending.get(timeout=self.batch_interval_ms / 1000)
@@ -238,7 +237,11 @@ class MarkerServer:
                 fresh = [r.marker for r in batch if r.marker not in self._markers]
             lines = self._file_contents[index] + sorted({m.name for m in fresh})
             path = f"{marker_dir(self.instant_time)}/MARKERS{index}"
-            self.storage.write_atomic(path, ("\n".join(lines) + "\n").encode(), durable=True)
+            # Written through to the file system before the ack: another process (a rollback after
+            # the driver died) reads it. Like direct markers, not fsynced: that would cost a disk
+            # flush per batch for a crash of the whole machine, which the page cache already
+            # survives as far as any process is concerned.
+            self.storage.write_atomic(path, ("\n".join(lines) + "\n").encode())
             self._file_contents[index] = lines
             with self._state:
                 self._markers.update(fresh)

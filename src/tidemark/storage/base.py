@@ -53,11 +53,8 @@ class Storage(Protocol):
 
     def read_bytes(self, path: str) -> bytes: ...
 
-    def write_atomic(self, path: str, data: bytes, *, durable: bool = False) -> None:
-        """Write ``data`` so readers see the whole file or the previous one.
-
-        ``durable``: the content is on stable storage (fsync) before the call returns.
-        """
+    def write_atomic(self, path: str, data: bytes) -> None:
+        """Write ``data`` so readers see the whole file or the previous one."""
         ...
 
     def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:

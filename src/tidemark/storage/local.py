@@ -41,14 +41,11 @@ class LocalStorage:
         os.makedirs(head, exist_ok=True)
         return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
 
-    def write_atomic(self, path: str, data: bytes, *, durable: bool = False) -> None:
+    def write_atomic(self, path: str, data: bytes) -> None:
         full = self.full_path(path)
         tmp = self._temp_for(full)
         with open(tmp, "wb") as fh:
             fh.write(data)
-            if durable:
-                fh.flush()
-                os.fsync(fh.fileno())
         os.replace(tmp, full)
 
     def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
