@@ -168,9 +168,9 @@ def bench_scenario(spark: Any, groups: int, rows_per_group: int, small_rows: int
         watcher = None
         if setting != "baseline":
             def start_small_once_large_writes(table_path: str = path, small: dict[str, Any] = small) -> None:
-                temp = Path(table_path, ".hoodie", ".temp")
-                while not any(p.is_file() for p in temp.rglob("*")):  # L's first marker
-                    time.sleep(0.005)
+                before = set(Path(table_path).rglob("*.parquet"))
+                while not set(Path(table_path).rglob("*.parquet")) - before:  # L's tasks are writing
+                    time.sleep(0.01)
                 proc, result = _start_small_writer(table_path, work, groups, small_rows)
                 proc.wait()
                 small["committed_at"] = time.perf_counter()

@@ -704,8 +704,11 @@ def test_spark_write_with_the_marker_server(spark: Any, tmp_path: Path) -> None:
     table = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", partition_by="part",
                                   options=opts)
     schema = "id long, part string, v string"
+    spark.sparkContext.setJobGroup("the-users-group", "the user's own jobs")
     first = table.bulk_insert(spark.createDataFrame(rows(list(range(40)), "one"), schema))
     second = table.upsert(spark.createDataFrame(rows([1, 2, 3, 100], "two"), schema))
+    assert spark.sparkContext.getLocalProperty("spark.jobGroup.id") == "the-users-group"  # given back
+    spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
     assert first.num_files >= PARTS and second.num_updates == 3 and second.num_inserts == 1
     assert list(Path(table.path, ".hoodie/.temp").glob("*")) == []  # markers go with the commit
     expected = {i: "one" for i in range(40)} | {1: "two", 2: "two", 3: "two", 100: "two"}

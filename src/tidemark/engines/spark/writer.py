@@ -151,6 +151,8 @@ class SparkWritePipeline:
         back to the driver as text inside Spark's error and is raised again here, typed.
         """
         sc = self.spark.sparkContext
+        keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
+        saved = {key: sc.getLocalProperty(key) for key in keys}  # the caller's own job group, if any
         self._job_group = f"tidemark-write-{self.spec.instant_time}"
         sc.setJobGroup(self._job_group, f"tidemark write {self.spec.instant_time}", interruptOnCancel=True)
         try:
@@ -161,8 +163,8 @@ class SparkWritePipeline:
                 raise early from None
             raise
         finally:
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
+            for key, value in saved.items():
+                sc.setLocalProperty(key, value)  # type: ignore[arg-type]
             self._job_group = None
 
     def cancel_write(self) -> None:
