@@ -25,7 +25,7 @@ from tidemark.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from tidemark.format.clustering_plan import CLUSTER_OPERATION
+from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
@@ -425,18 +425,7 @@ class Table:
         rolled back and ClusteringAbortedError raised (run it again). ``progress`` is called
         as groups finish. Returns what was done (``clustered`` is False if nothing needed it).
         """
-        from tidemark.services.cluster import ArrowExecutor, ClusteringService, SparkExecutor, clustering_config
-
-        schema = self.schema
-        if schema is None:
-            raise InvalidInputError("the table has no schema yet (no writes): nothing to cluster")
-        settings = clustering_config(
-            self.write_config.clustering, sort_by=sort_by, target_file_size=target_file_size,
-            small_file_limit=small_file_limit, max_groups=max_groups, schema=schema,
-        )
-        executor = ArrowExecutor() if self.spark is None else SparkExecutor(self.spark)
-        service = ClusteringService(self.storage, self.write_config, self._protocol(), schema=schema,
-                                    table_name=self.config.name, executor=executor)
+        service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
         outcome = service.run(settings, progress)
         rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
         plan = outcome.plan
@@ -456,6 +445,39 @@ class Table:
             sort_columns=plan.sort_columns,
             rolled_back=rolled_back,
         )
+
+    def clustering_plan(
+        self,
+        *,
+        sort_by: str | Sequence[str] | None = None,
+        target_file_size: int | None = None,
+        small_file_limit: int | None = None,
+        max_groups: int | None = None,
+    ) -> ClusteringPlan | None:
+        """What :meth:`cluster` with these arguments would rewrite now (None: nothing); changes nothing."""
+        service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
+        return service.preview(settings)
+
+    def _clustering(
+        self,
+        sort_by: str | Sequence[str] | None,
+        target_file_size: int | None,
+        small_file_limit: int | None,
+        max_groups: int | None,
+    ) -> tuple[Any, Any]:
+        from tidemark.services.cluster import ArrowExecutor, ClusteringService, SparkExecutor, clustering_config
+
+        schema = self.schema
+        if schema is None:
+            raise InvalidInputError("the table has no schema yet (no writes): nothing to cluster")
+        settings = clustering_config(
+            self.write_config.clustering, sort_by=sort_by, target_file_size=target_file_size,
+            small_file_limit=small_file_limit, max_groups=max_groups, schema=schema,
+        )
+        executor = ArrowExecutor() if self.spark is None else SparkExecutor(self.spark)
+        service = ClusteringService(self.storage, self.write_config, self._protocol(), schema=schema,
+                                    table_name=self.config.name, executor=executor)
+        return service, settings
 
     def rollback_failed_writes(self) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,

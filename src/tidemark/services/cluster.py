@@ -263,6 +263,12 @@ class ClusteringService:
                 claimed |= pending_write_footprint(self.storage, timeline, inst)
         return claimed
 
+    def preview(self, clustering: ClusteringConfig) -> ClusteringPlan | None:
+        """The plan that scheduling would make now, without the lock and without writing anything."""
+        timeline = Timeline.load(self.storage)
+        view = FileSystemView(self.storage, timeline)
+        return plan_clustering(view.latest_base_files(), clustering, exclude=self._claimed(timeline))
+
     def schedule(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
         """Under the lock: the plan and its requested instant, or None if nothing needs clustering."""
         rolled_back: list[RollbackResult] = []
