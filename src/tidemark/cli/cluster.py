@@ -103,7 +103,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--dry-run", action="store_true", dest="dry_run",
                         help="show the plan and change nothing")
     parser.add_argument("--spark", action="store_true",
-                        help="rewrite the groups as tasks of a local Spark session (local[*])")
+                        help="rewrite the groups as tasks of a local Spark session (local[2])")
     add_options_argument(parser, "e.g. the writers' lock settings")
     parser.set_defaults(run=run)
 

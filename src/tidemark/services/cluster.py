@@ -54,6 +54,7 @@ from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
 from tidemark.write.cluster_group import ClusterSpec
+from tidemark.write.commit import CommitProtocol
 from tidemark.write.file_group import WriteSpec
 from tidemark.write.markers import delete_markers, marked_data_files
 
@@ -220,15 +221,12 @@ class ClusteringService:
         self,
         storage: Storage,
         config: WriteConfig,
-        protocol: object,
+        protocol: CommitProtocol,
         *,
         schema: pa.Schema,
         table_name: str,
         executor: ClusteringExecutor,
     ) -> None:
-        from tidemark.write.commit import CommitProtocol
-
-        assert isinstance(protocol, CommitProtocol)
         self.storage = storage
         self.config = config
         self.protocol = protocol
