@@ -24,6 +24,7 @@ from tidemark.errors import (
     InvalidInputError,
     TableExistsError,
     TableNotFoundError,
+    TidemarkError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
@@ -336,6 +337,8 @@ class Table:
             self.cluster()
         except ClusteringAbortedError as aborted:  # ingestion wins; the next write tries again
             log.warning("inline clustering aborted: %s", aborted)
+        except TidemarkError as error:  # the write itself committed: never fail it for the service
+            log.warning("inline clustering failed (the write committed): %s", error)
 
     def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones (merged by the ordering field, if any)."""
