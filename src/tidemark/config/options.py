@@ -281,7 +281,7 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.clustering.plan.strategy.max.bytes.per.group",
         str(2 * 1024 * 1024 * 1024),
         parse_positive_int,
-        "Most input bytes in one clustering group (one task reads a whole group into memory to rewrite it).",
+        "Most input bytes in one clustering group (one task rewrites a group; with sort columns in memory).",
     ),
     Option(
         "hoodie.clustering.plan.strategy.max.num.groups",
