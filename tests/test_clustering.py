@@ -460,3 +460,49 @@ def test_spark_clustering_rewrites_in_tasks_and_agrees_with_hudi_rs(spark: Any, 
     table.upsert(spark.createDataFrame([(0, "p0", "after", 1.0)], schema))
     assert dict(rows_of(table.read(), ["id", "v"]))[0] == "after"
     assert Timeline.load(table.storage).filter(actions=[Action.CLUSTERING], states=[State.REQUESTED]) == []
+
+
+# -- planning and the timeline, without data -------------------------------------------------
+
+
+def test_the_plan_bins_small_files_per_partition_by_size() -> None:
+    from tidemark.config.resolve import ClusteringConfig
+    from tidemark.fsview import BaseFile
+    from tidemark.services.cluster import plan_clustering
+
+    def f(partition: str, n: int, size: int) -> BaseFile:
+        return BaseFile(partition, f"fg{n}-0", "20260101000000000", f"{partition}/fg{n}.parquet", size)
+
+    files = [f("a", i, 10 + i) for i in range(6)] + [f("b", 10, 5), f("c", 20, 500), f("c", 21, 5)]
+    config = ClusteringConfig(small_file_limit=100, target_file_size=100, max_bytes_per_group=40, max_groups=30)
+    plan = plan_clustering(files, config)
+    assert plan is not None
+    by_partition = [(g.partition_path, len(g.slices), g.num_output_groups) for g in plan.groups]
+    # a: 75 bytes, first fit largest first into groups of at most 40 (15+14+11, 13+12+10);
+    # b: one file, nothing to gain; c: one small file
+    assert by_partition == [("a", 3, 1), ("a", 3, 1)]
+    assert {s.size for s in plan.groups[0].slices} == {15, 14, 11}
+    assert plan_clustering(files, config, exclude={("a", f"fg{i}-0") for i in range(5)}) is None
+    limited = plan_clustering(files, ClusteringConfig(small_file_limit=100, target_file_size=100,
+                                                      max_bytes_per_group=40, max_groups=1))
+    assert limited is not None and len(limited.groups) == 1
+    sorted_plan = plan_clustering(files, ClusteringConfig(small_file_limit=100, target_file_size=20,
+                                                          sort_columns=("v",)))
+    assert sorted_plan is not None
+    assert [(g.partition_path, g.num_output_groups) for g in sorted_plan.groups] == [("a", 4), ("b", 1), ("c", 1)]
+
+
+def test_a_clustering_is_one_instant_on_the_timeline_in_every_state(tmp_path: Path) -> None:
+    storage = LocalStorage(str(tmp_path))
+    folder = tmp_path / ".hoodie" / "timeline"
+    folder.mkdir(parents=True)
+    (folder / "20260101000000000.clustering.requested").write_bytes(b"")
+    [pending] = Timeline.load(storage).instants
+    assert (pending.action, pending.state) == (Action.CLUSTERING, State.REQUESTED)
+    (folder / "20260101000000000.clustering.inflight").write_bytes(b"")
+    assert Timeline.load(storage).pending_clustering[0].state is State.INFLIGHT
+    (folder / "20260101000000000_20260101000000500.replacecommit").write_bytes(b"")
+    [done] = Timeline.load(storage).instants
+    assert (done.action, done.state, done.completion_time) == (
+        Action.REPLACE_COMMIT, State.COMPLETED, "20260101000000500")
+    assert Timeline.load(storage).pending == []

@@ -74,11 +74,11 @@ def plan_clustering(
     """Groups of small base files per partition, like Hudi's size-based plan strategy.
 
     A file is a candidate when it is below the small-file limit and its file group
-    is not excluded. Per partition, candidates are taken largest first into groups
-    of at most ``max_bytes_per_group``; each group is written as
-    ``ceil(bytes / target_file_size)`` files. Without sort columns a partition
-    with a single small file is left alone (rewriting it changes nothing);
-    at most ``max_groups`` groups are planned. None when there is nothing to do.
+    is not excluded. Per partition, candidates go largest first into the first
+    group with room under ``max_bytes_per_group``; each group is written as
+    ``ceil(bytes / target_file_size)`` files. Without sort columns a group of a
+    single file is left alone (rewriting it changes nothing); at most
+    ``max_groups`` groups are planned. None when there is nothing to do.
     """
     by_partition: dict[str, list[BaseFile]] = {}
     for f in files:
@@ -89,18 +89,21 @@ def plan_clustering(
         candidates = sorted(by_partition[partition], key=lambda f: (-f.size, f.file_id))
         if len(candidates) < 2 and not config.sort_columns:
             continue
-        current: list[BaseFile] = []
-        size = 0
+        # First fit, largest first: few groups, each as full as max_bytes_per_group allows.
         bins: list[list[BaseFile]] = []
+        sizes: list[int] = []
         for f in candidates:
-            if current and size + f.size > config.max_bytes_per_group:
-                bins.append(current)
-                current, size = [], 0
-            current.append(f)
-            size += f.size
-        if current:
-            bins.append(current)
+            for i, used in enumerate(sizes):
+                if used + f.size <= config.max_bytes_per_group:
+                    bins[i].append(f)
+                    sizes[i] += f.size
+                    break
+            else:
+                bins.append([f])
+                sizes.append(f.size)
         for chosen in bins:
+            if len(chosen) < 2 and not config.sort_columns:
+                continue  # rewriting one file alone changes nothing
             total = sum(f.size for f in chosen)
             outputs = max(1, -(-total // config.target_file_size))
             slices = tuple(SliceInfo(f.partition_path, f.file_id, f.path, f.size) for f in chosen)
