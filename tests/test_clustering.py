@@ -425,15 +425,18 @@ def test_cluster_command_usage_errors(capsys: pytest.CaptureFixture[str], tmp_pa
     assert code == 0 and "examples:" in out and "tidemark cluster" in out.split("examples:")[1]
 
 
-def test_timeline_marks_a_pending_clustering(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    table = small_file_table(tmp_path / "t", commits=3)
+def test_timeline_marks_a_pending_clustering_with_its_heartbeat(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    table = small_file_table(tmp_path / "t", commits=3, options=OCC)
     service, settings = service_of(table)
     scheduled, _ = service.schedule(settings)
     assert scheduled is not None
     code, out, _ = run_cli(capsys, "timeline", table.path)
     assert code == 0
     line = [row for row in out.splitlines() if row.startswith(scheduled.instant_time)][0]
-    assert "clustering" in line and "requested" in line and "6 replaced" in line
+    assert "clustering" in line and "requested" in line and "6 replaced" in line and "alive" in line
+    service.abort(scheduled)
 
 
 # -- Spark -------------------------------------------------------------------------------------

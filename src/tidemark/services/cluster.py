@@ -47,7 +47,7 @@ from tidemark.errors import ClusteringAbortedError, CommitError, ConfigError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringGroup, ClusteringPlan, SliceInfo
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat
 from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_name
-from tidemark.format.schema import avro_schema_json
+from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.services.rollback import RollbackResult, rollback
 from tidemark.storage import CreateOutcome, Storage
@@ -161,6 +161,13 @@ class ScheduledClustering:
     instant_time: str
     plan: ClusteringPlan
     heartbeat: Heartbeat | None = field(default=None, repr=False, compare=False)
+    schema: pa.Schema | None = field(default=None, repr=False, compare=False)  # the table's, at the plan
+
+
+def _latest_schema_json(timeline: Timeline) -> str | None:
+    """The table schema as the latest completed write left it (Avro JSON)."""
+    latest = timeline.last_completed_data_instant()
+    return timeline.commit_metadata(latest).schema_json if latest is not None else None
 
 
 @dataclass(frozen=True)
@@ -292,7 +299,11 @@ class ClusteringService:
                     heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
                 name = instant_file_name(instant_time, Action.CLUSTERING, State.REQUESTED)
                 if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", plan.to_bytes()) is CreateOutcome.CREATED:
-                    return ScheduledClustering(instant_time, plan, heartbeat), rolled_back
+                    # Rewrite with the schema of the table now (a writer may have added columns since
+                    # this Table object read it): every planned file was written with it or a subset.
+                    schema_json = _latest_schema_json(timeline)
+                    schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
+                    return ScheduledClustering(instant_time, plan, heartbeat, schema), rolled_back
                 if heartbeat is not None:
                     heartbeat.stop()
                 timeline = timeline.reload()
@@ -301,7 +312,9 @@ class ClusteringService:
     def execute(self, scheduled: ScheduledClustering, on_progress: ProgressCallback | None = None) -> list[WriteStat]:
         inflight = instant_file_name(scheduled.instant_time, Action.CLUSTERING, State.INFLIGHT)
         self.storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
-        file_schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(self.schema))
+        user_schema = scheduled.schema if scheduled.schema is not None else self.schema
+        file_schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS]
+                                + [f for f in user_schema if f.name not in META_COLUMNS])
         spec = ClusterSpec(
             WriteSpec(
                 base_path=self.storage.base_path,
@@ -350,15 +363,18 @@ class ClusteringService:
             for path in marked_data_files(self.storage, t):  # failed or speculative task attempts
                 if path not in reported:
                     self.storage.delete(path)
-            meta = CommitMetadata(
-                operation=CLUSTER_OPERATION,
-                write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
-                extra={"schema": avro_schema_json(self.schema, self.table_name)},
-                replaced_file_ids=scheduled.plan.replaced_file_ids(),
-                is_replace=True,
-            )
             with self.lock.hold("commit clustering"):
                 timeline = Timeline.load(self.storage)
+                # The clustering becomes the latest completed instant: it must carry the table's
+                # latest schema, not an older one (writes may have evolved it meanwhile).
+                schema_json = _latest_schema_json(timeline) or avro_schema_json(self.schema, self.table_name)
+                meta = CommitMetadata(
+                    operation=CLUSTER_OPERATION,
+                    write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
+                    extra={"schema": schema_json},
+                    replaced_file_ids=scheduled.plan.replaced_file_ids(),
+                    is_replace=True,
+                )
                 if not any(i.requested_time == t and not i.is_completed for i in timeline):
                     raise CommitError(f"clustering {t} is no longer pending (rolled back?)", instant_time=t)
                 if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
