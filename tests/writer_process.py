@@ -170,27 +170,44 @@ def run_once(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _loop_rows(spec: dict[str, Any], rng: random.Random, writer: int, i: int, batch_id: str) -> list[dict[str, Any]]:
+    own = spec.get("own_partition")  # {"inserts_only": bool}: this writer's keys and partition alone
+    if own is None:
+        keys = rng.sample(range(spec["keys"]), rng.randint(1, 4))
+        return [{"id": k, "part": f"p{k % spec['partitions']}", "batch": batch_id, "v": rng.random()} for k in keys]
+    base = writer * 1_000_000
+    if own.get("inserts_only"):
+        keys = [base + i * 10 + n for n in range(rng.randint(1, 4))]
+    else:  # updates of existing keys, and one new key (a new small file group) each time
+        keys = rng.sample(range(base, base + spec["keys"]), rng.randint(1, 3)) + [base + spec["keys"] + i]
+    return [{"id": k, "part": f"w{writer}", "batch": batch_id, "v": rng.random()} for k in keys]
+
+
 def run_loop(spec: dict[str, Any]) -> None:
-    """Random upserts over overlapping keys; one JSON line per attempt in ``log``."""
+    """Random upserts over overlapping keys; one JSON line per attempt in ``log``.
+
+    With ``own_partition`` each writer writes only its own partition ``w<writer>``
+    (its upserts never conflict with another writer's), or only inserts new keys.
+    """
     rng = random.Random(spec["seed"])
     writer = spec["writer"]
     table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
     with open(spec["log"], "a") as log:
         for i in range(spec["iterations"]):
             batch_id = f"w{writer}-{i}"
-            rows = []
-            for key in rng.sample(range(spec["keys"]), rng.randint(1, 4)):
-                rows.append({"id": key, "part": f"p{key % spec['partitions']}", "batch": batch_id, "v": rng.random()})
+            rows = _loop_rows(spec, rng, writer, i, batch_id)
             log.write(json.dumps({"batch": batch_id, "rows": rows, "state": "intent"}) + "\n")
             log.flush()
             try:
                 result = table.upsert(pa.Table.from_pylist(rows))
-            except tidemark.WriteConflictError:
-                log.write(json.dumps({"batch": batch_id, "state": "conflict"}) + "\n")
+            except tidemark.TidemarkError as error:
+                state = "conflict" if isinstance(error, tidemark.WriteConflictError) else "error"
+                log.write(json.dumps({"batch": batch_id, "state": state, **_outcome_of(error)}) + "\n")
             else:
                 log.write(json.dumps({"batch": batch_id, "state": "committed", "instant": result.instant_time,
-                                      "completion": result.completion_time}) + "\n")
+                                      "completion": result.completion_time, "attempts": result.attempts}) + "\n")
             log.flush()
+            time.sleep(spec.get("pause_s", 0))
     table.close()
 
 

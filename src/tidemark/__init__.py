@@ -1,6 +1,8 @@
 """tidemark: many concurrent writers, one Apache Hudi (v8) table, from Python and PySpark."""
 
 from tidemark.errors import (
+    ClusteringAbortedError,
+    ClusteringConflictError,
     CommitError,
     ConfigError,
     EarlyConflictError,
@@ -18,7 +20,7 @@ from tidemark.errors import (
     UnsupportedTableError,
     WriteConflictError,
 )
-from tidemark.table import CommitResult, IncrementalResult, Table
+from tidemark.table import ClusteringResult, CommitResult, IncrementalResult, Table
 from tidemark.timeline import Action, Instant, State
 
 __version__ = "0.1.0"
@@ -55,6 +57,9 @@ _register_with_active_session()
 
 __all__ = [
     "Action",
+    "ClusteringAbortedError",
+    "ClusteringConflictError",
+    "ClusteringResult",
     "CommitError",
     "CommitResult",
     "ConfigError",

@@ -16,7 +16,10 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
-        │   └── EarlyConflictError  ... or is writing them: found while writing, not at commit
+        │   ├── EarlyConflictError  ... or is writing them: found while writing, not at commit
+        │   └── ClusteringConflictError  the write touched file groups a clustering replaced
+        │                                (retried by Table) or has planned (reject strategy)
+        ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
         └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
@@ -235,6 +238,52 @@ class EarlyConflictError(WriteConflictError):
 
 def _early_conflict_from_payload(payload: dict[str, str]) -> EarlyConflictError:
     return EarlyConflictError(**payload)
+
+
+class ClusteringConflictError(WriteConflictError):
+    """The write touched file groups of a clustering.
+
+    ``rejected`` True: the clustering is still pending and
+    ``hoodie.clustering.updates.strategy=reject`` forbids writing to its file groups.
+    ``rejected`` False: the clustering completed after the write planned against
+    the table, replacing file groups the write updated; :class:`tidemark.Table`
+    runs such a write again against the clustered table (ingestion is never
+    failed by clustering under the default ``allow`` strategy).
+    """
+
+    def __init__(
+        self, *, instant_time: str, clustering_instant: str, file_groups: Sequence[tuple[str, str]], rejected: bool
+    ) -> None:
+        super().__init__(instant_time=instant_time, conflicting_instant=clustering_instant, file_groups=file_groups)
+        self.clustering_instant = clustering_instant
+        self.rejected = rejected
+        if rejected:
+            shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in list(file_groups)[:5])
+            self.args = (
+                f"write {instant_time} touches file group(s) {shown} of pending clustering "
+                f"{clustering_instant} and hoodie.clustering.updates.strategy=reject. The write was rolled "
+                "back; retry it after the clustering, or use the allow strategy (ingestion wins).",
+            )
+
+
+class ClusteringAbortedError(CommitError):
+    """A clustering lost to ingestion: a write touched its file groups after it was planned.
+
+    The clustering was rolled back (its files deleted, a rollback instant records
+    it); the table is as if it never ran. Run it again to cluster the new files.
+    """
+
+    def __init__(self, *, instant_time: str, conflicting_instant: str, file_groups: Sequence[tuple[str, str]]) -> None:
+        shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in list(file_groups)[:5])
+        more = f" and {len(file_groups) - 5} more" if len(file_groups) > 5 else ""
+        super().__init__(
+            f"clustering {instant_time} aborted: write {conflicting_instant} touched its file group(s) "
+            f"{shown}{more} after it was planned, and ingestion wins (hoodie.clustering.updates.strategy=allow). "
+            "The clustering was rolled back; run it again.",
+            instant_time=instant_time,
+        )
+        self.conflicting_instant = conflicting_instant
+        self.file_groups = list(file_groups)
 
 
 class HeartbeatExpiredError(CommitError):

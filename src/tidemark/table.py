@@ -7,8 +7,9 @@ before anything is written; readers only ever see completed instants.
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,16 @@ import pyarrow as pa
 
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
-from tidemark.errors import ConfigError, TableExistsError, TableNotFoundError
+from tidemark.errors import (
+    ClusteringAbortedError,
+    ClusteringConflictError,
+    ConfigError,
+    InvalidInputError,
+    TableExistsError,
+    TableNotFoundError,
+    TidemarkError,
+)
+from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
@@ -30,10 +40,18 @@ from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_sch
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
 from tidemark.storage import LocalStorage, Storage
-from tidemark.timeline import Instant, Timeline
+from tidemark.timeline import Action, Instant, Timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tidemark.services.cluster import ClusteringProgress
+
+log = logging.getLogger(__name__)
+
+# A write that lost to a clustering which completed while it was being planned runs again on
+# the clustered table (ingestion is never failed by clustering); this bounds the reruns.
+CLUSTERING_RERUNS = 5
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,27 @@ class CommitResult:
     num_files: int
     bytes_written: int
     attempts: int = 1  # > 1 when the write was retried after a conflict
+
+
+@dataclass(frozen=True)
+class ClusteringResult:
+    """What one clustering did; ``instant_time`` is None when there was nothing to cluster."""
+
+    instant_time: str | None
+    completion_time: str | None
+    groups: int  # clustering groups rewritten
+    file_groups_replaced: int
+    files_before: int  # base files read
+    files_after: int  # base files written
+    bytes_before: int
+    bytes_after: int
+    partitions: tuple[str, ...]
+    sort_columns: tuple[str, ...]
+    rolled_back: tuple[str, ...] = ()  # dead clusterings rolled back first (their instants)
+
+    @property
+    def clustered(self) -> bool:
+        return self.instant_time is not None
 
 
 @dataclass(frozen=True)
@@ -246,13 +285,24 @@ class Table:
 
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
-        outcome = client.write(operation, data, self.schema)
+        reruns = 0
+        while True:
+            try:
+                outcome = client.write(operation, data, self.schema)
+                break
+            except ClusteringConflictError as conflict:
+                # A clustering completed after this write planned and replaced a file group it
+                # updated. Ingestion wins: run the write again on the clustered table.
+                if conflict.rejected or reruns >= CLUSTERING_RERUNS:
+                    raise
+                reruns += 1
+                log.info("write lost to clustering %s; running it again", conflict.clustering_instant)
         if self._schema is None:
             self._adopt_schema(outcome.schema)
         stats = outcome.stats
         inserts, updates, deletes = counts(stats)
         instant = outcome.instant
-        return CommitResult(
+        result = CommitResult(
             instant_time=instant.requested_time,
             completion_time=instant.completion_time or "",
             operation=outcome.operation,
@@ -263,8 +313,32 @@ class Table:
             partitions=tuple(sorted({s.partition_path for s in stats})),
             num_files=len(stats),
             bytes_written=sum(s.file_size for s in stats),
-            attempts=outcome.attempts,
+            attempts=outcome.attempts + reruns,
         )
+        self._maybe_cluster_inline()
+        return result
+
+    def _maybe_cluster_inline(self) -> None:
+        """hoodie.clustering.inline: cluster once max.commits writes completed since the last one."""
+        settings = self.write_config.clustering
+        if not settings.inline:
+            return
+        timeline = Timeline.load(self.storage)
+        since = 0
+        for inst in reversed(timeline.by_completion_time()):
+            if not inst.action.writes_data:
+                continue
+            if inst.action is Action.REPLACE_COMMIT and timeline.commit_metadata(inst).operation == CLUSTER_OPERATION:
+                break
+            since += 1
+        if since < settings.inline_max_commits:
+            return
+        try:
+            self.cluster()
+        except ClusteringAbortedError as aborted:  # ingestion wins; the next write tries again
+            log.warning("inline clustering aborted: %s", aborted)
+        except TidemarkError as error:  # the write itself committed: never fail it for the service
+            log.warning("inline clustering failed (the write committed): %s", error)
 
     def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones (merged by the ordering field, if any)."""
@@ -332,6 +406,81 @@ class Table:
         with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
             timeline = Timeline.load(self.storage)
             return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
+
+    def cluster(
+        self,
+        *,
+        sort_by: str | Sequence[str] | None = None,
+        target_file_size: int | None = None,
+        small_file_limit: int | None = None,
+        max_groups: int | None = None,
+        progress: Callable[[ClusteringProgress], None] | None = None,
+    ) -> ClusteringResult:
+        """Rewrite small file groups into files of ``target_file_size`` bytes, optionally sorted.
+
+        Defaults come from the ``hoodie.clustering.plan.strategy.*`` options. The plan is made
+        under the table lock (a static view of the table) and published as
+        ``<t>.clustering.requested``; the files are rewritten without the lock (on Spark when
+        the table has a SparkSession, else in this process), concurrently with writers; the
+        result is a ``replacecommit`` (operation CLUSTER). Rows keep their commit times.
+
+        Ingestion wins: if a write touched a planned file group meanwhile, the clustering is
+        rolled back and ClusteringAbortedError raised (run it again). ``progress`` is called
+        as groups finish. Returns what was done (``clustered`` is False if nothing needed it).
+        """
+        service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
+        outcome = service.run(settings, progress)
+        rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
+        plan = outcome.plan
+        if outcome.instant is None or plan is None:
+            return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), settings.sort_columns, rolled_back)
+        stats = outcome.stats
+        return ClusteringResult(
+            instant_time=outcome.instant.requested_time,
+            completion_time=outcome.instant.completion_time,
+            groups=len(plan.groups),
+            file_groups_replaced=len(plan.file_groups()),
+            files_before=plan.num_input_files,
+            files_after=len(stats),
+            bytes_before=sum(g.input_bytes for g in plan.groups),
+            bytes_after=sum(s.file_size for s in stats),
+            partitions=tuple(sorted({g.partition_path for g in plan.groups})),
+            sort_columns=plan.sort_columns,
+            rolled_back=rolled_back,
+        )
+
+    def clustering_plan(
+        self,
+        *,
+        sort_by: str | Sequence[str] | None = None,
+        target_file_size: int | None = None,
+        small_file_limit: int | None = None,
+        max_groups: int | None = None,
+    ) -> ClusteringPlan | None:
+        """What :meth:`cluster` with these arguments would rewrite now (None: nothing); changes nothing."""
+        service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
+        return service.preview(settings)
+
+    def _clustering(
+        self,
+        sort_by: str | Sequence[str] | None,
+        target_file_size: int | None,
+        small_file_limit: int | None,
+        max_groups: int | None,
+    ) -> tuple[Any, Any]:
+        from tidemark.services.cluster import ArrowExecutor, ClusteringService, SparkExecutor, clustering_config
+
+        schema = self.schema
+        if schema is None:
+            raise InvalidInputError("the table has no schema yet (no writes): nothing to cluster")
+        settings = clustering_config(
+            self.write_config.clustering, sort_by=sort_by, target_file_size=target_file_size,
+            small_file_limit=small_file_limit, max_groups=max_groups, schema=schema,
+        )
+        executor = ArrowExecutor() if self.spark is None else SparkExecutor(self.spark)
+        service = ClusteringService(self.storage, self.write_config, self._protocol(), schema=schema,
+                                    table_name=self.config.name, executor=executor)
+        return service, settings
 
     def rollback_failed_writes(self) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,

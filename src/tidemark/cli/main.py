@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, demo, markers, options, rollback, show, timeline
+from tidemark.cli import clean, cluster, demo, markers, options, rollback, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -41,8 +41,8 @@ DESCRIPTION = """\
 tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
 Python and PySpark, with many concurrent writers (optimistic concurrency
 control). This command inspects tables, rolls back and cleans up failed
-writes, and runs the demo. Only the demo starts Spark; the other commands
-read the files directly.
+writes, runs table services (clustering) and the demo. Only the demo (and
+`cluster --spark`) starts Spark; the other commands read the files directly.
 """
 
 EPILOG = """\
@@ -56,6 +56,8 @@ quick start:
                                 file groups two writers both hold
   tidemark clean PATH           roll back writes whose writer died (heartbeat
                                 expired); a live writer's write is never touched
+  tidemark cluster PATH         rewrite small files into big ones (optionally
+                                --sort-by columns), while writers keep writing
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -98,7 +100,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, markers, rollback, clean, options):
+    for module in (demo, timeline, show, markers, rollback, clean, cluster, options):
         module.add_parser(commands)
     return parser
 

@@ -24,6 +24,7 @@ from tidemark.cli.output import (
     readable_time,
 )
 from tidemark.concurrency.heartbeat import HeartbeatPolicy, last_heartbeat_ms, now_ms
+from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.format.commit_metadata import CommitMetadata, read_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.storage import Storage
@@ -45,7 +46,8 @@ Columns:
                  (incremental reads are ordered by it); empty while pending
   completed at   the same time, readable (UTC; the date is shown only if it
                  differs from the requested date)
-  action         commit, replacecommit (insert_overwrite), rollback, ...
+  action         commit, replacecommit (insert_overwrite or clustering),
+                 clustering (a clustering still pending), rollback, clean, ...
   state          requested / inflight (pending: planned or being written) or
                  completed (published and visible to readers)
   operation      the write operation from the commit metadata (UPSERT, INSERT,
@@ -55,6 +57,12 @@ Columns:
                  record counts of the write
   files          data files written (for a rollback: files deleted); "+N
                  replaced" counts file groups an insert_overwrite replaced
+  service        for a table-service instant (shown when there is one):
+                 clustering, clean, rollback, savepoint, restore, compaction,
+                 ...; empty for ingestion writes. A clustering is a
+                 replacecommit with operation CLUSTER; an insert_overwrite
+                 replacecommit is a write. "+N replaced" in files counts the
+                 file groups a clustering or insert_overwrite replaced.
   heartbeat      for a pending write (shown when there is one), what its
                  writer's heartbeat file (.hoodie/.heartbeat/<instant>) says:
                    alive (beat 0.4 s ago)  the writer is running; nobody may
@@ -89,6 +97,8 @@ examples:
       every instant on the active timeline
   tidemark timeline /data/trips | grep inflight
       find writes that are pending (or failed and not rolled back yet)
+  tidemark timeline /data/trips --all | grep clustering
+      every clustering, pending or completed
   tidemark timeline /data/trips --options hoodie.client.heartbeat.interval_in_ms=2000
       judge heartbeats with the writers' interval of 2 s (expired after 4 s)
 """
@@ -136,13 +146,20 @@ class Liveness:
 
 
 def liveness(
-    storage: Storage, instant: Instant, policy: HeartbeatPolicy, now: int | None = None
+    storage: Storage,
+    instant: Instant,
+    policy: HeartbeatPolicy,
+    now: int | None = None,
+    *,
+    actions: Sequence[Action] = _HEARTBEAT_ACTIONS,
 ) -> Liveness | None:
     """The heartbeat state of a pending write (None for other instants).
 
+    ``actions``: whose pending instants have a heartbeat (writes; the timeline adds clustering).
+
     Alive and expired are decided as HeartbeatPolicy.is_expired decides them.
     """
-    if instant.is_completed or instant.action not in _HEARTBEAT_ACTIONS:
+    if instant.is_completed or instant.action not in actions:
         return None
     beat = last_heartbeat_ms(storage, instant.requested_time)
     if beat is None:
@@ -190,6 +207,28 @@ class InstantRow:
     heartbeat: Liveness | None = None  # pending writes only
     concurrent: tuple[str, ...] = ()  # completed data instants that overlapped this one
     label: str = ""  # who wrote it, when the caller knows (the demo's writer names)
+    service: str = ""  # the table service this instant belongs to ("" for ingestion writes)
+
+
+# Actions that are table services whatever their metadata says; a replacecommit is one only when
+# its operation is CLUSTER (an insert_overwrite replacecommit is a write).
+SERVICE_ACTIONS = {
+    Action.CLUSTERING: "clustering",
+    Action.CLEAN: "clean",
+    Action.ROLLBACK: "rollback",
+    Action.SAVEPOINT: "savepoint",
+    Action.RESTORE: "restore",
+    Action.COMPACTION: "compaction",
+    Action.LOG_COMPACTION: "log compaction",
+    Action.INDEXING: "indexing",
+}
+
+
+def service_of(instant: Instant, operation: str) -> str:
+    """The table service an instant belongs to, or "" for an ingestion write."""
+    if instant.action is Action.REPLACE_COMMIT and operation == CLUSTER_OPERATION:
+        return "clustering"
+    return SERVICE_ACTIONS.get(instant.action, "")
 
 
 def _timeline_file(table: Table, name: str) -> bytes:
@@ -198,7 +237,17 @@ def _timeline_file(table: Table, name: str) -> bytes:
 
 def describe(table: Table, timeline: Timeline, instant: Instant) -> InstantRow:
     """The row for ``instant``; metadata that cannot be read leaves its cells empty."""
+    row = _describe(table, timeline, instant)
+    return replace(row, service=service_of(instant, row.operation))
+
+
+def _describe(table: Table, timeline: Timeline, instant: Instant) -> InstantRow:
     try:
+        if instant.action is Action.CLUSTERING:  # pending: its plan says what it will replace
+            clustering = timeline.clustering_plan(instant)
+            if clustering is None:
+                return InstantRow(instant, CLUSTER_OPERATION)
+            return InstantRow(instant, CLUSTER_OPERATION, replaced=len(clustering.file_groups()))
         if instant.action is Action.ROLLBACK:
             if instant.is_completed:
                 done = read_avro(_timeline_file(table, instant.file_name))
@@ -241,6 +290,7 @@ def select(instants: list[Instant], show_all: bool, limit: int = DEFAULT_SHOWN) 
 
 
 _STATE_STYLE = {State.COMPLETED: "green", State.INFLIGHT: "yellow", State.REQUESTED: "yellow"}
+_SERVICE_STYLE = "magenta"
 
 
 def _num(value: int | None) -> str:
@@ -262,6 +312,7 @@ def render(rows: list[InstantRow]) -> RichTable:
     labels = any(row.label for row in rows)
     heartbeats = any(row.heartbeat for row in rows)
     overlaps = any(row.concurrent for row in rows)
+    services = any(row.service for row in rows)
     table = RichTable(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("requested", no_wrap=True, style="bold")
     table.add_column("requested at (UTC)", no_wrap=True)
@@ -272,6 +323,8 @@ def render(rows: list[InstantRow]) -> RichTable:
     table.add_column("action", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("operation", no_wrap=True)
+    if services:
+        table.add_column("service", no_wrap=True)
     for name in ("inserts", "updates", "deletes", "files"):
         table.add_column(name, justify="right", no_wrap=True)
     if heartbeats:
@@ -292,6 +345,7 @@ def render(rows: list[InstantRow]) -> RichTable:
             inst.action.value,
             Text(inst.state.value, style=_STATE_STYLE[inst.state]),
             Text(row.operation),
+            *([Text(row.service, style=_SERVICE_STYLE)] if services else []),
             _num(row.inserts),
             _num(row.updates),
             _num(row.deletes),
@@ -326,6 +380,7 @@ def render_cards(rows: list[InstantRow]) -> Group:
             (inst.requested_time, "bold"), "  ", inst.action.value, "  ",
             (inst.state.value, _STATE_STYLE[inst.state]),
             *(("  ", row.operation) if row.operation else ()),
+            *(("  [", (row.service, _SERVICE_STYLE), "]") if row.service else ()),
             *(("  by ", row.label) if row.label else ()),
         )
         when = f"  requested {readable_time(inst.requested_time)}"
@@ -342,6 +397,8 @@ def render_cards(rows: list[InstantRow]) -> Group:
             ))
         elif row.files is not None:
             lines.append(Text(f"  {_num(row.files)} file(s) deleted"))
+        elif row.replaced:
+            lines.append(Text(f"  plans to replace {row.replaced} file group(s)"))
         if row.heartbeat:
             lines.append(Text.assemble("  heartbeat: ", (row.heartbeat.text, row.heartbeat.style)))
         if row.concurrent:
@@ -389,7 +446,7 @@ def print_timeline(
     rows = [
         replace(
             describe(table, timeline, i),
-            heartbeat=liveness(table.storage, i, policy, now),
+            heartbeat=liveness(table.storage, i, policy, now, actions=(*_HEARTBEAT_ACTIONS, Action.CLUSTERING)),
             concurrent=tuple(overlaps.get(i.requested_time, ())),
             label=(labels or {}).get(i.requested_time, ""),
         )

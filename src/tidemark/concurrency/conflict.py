@@ -17,6 +17,15 @@ Three questions, as in Hudi's strategy interface:
      put it in a new file group of its own. Decided exactly from the written
      key columns, read only where both inserted into the same partition;
 3. can it be resolved: not here; the write aborts and may be retried.
+
+Clustering (a table service) and ingestion: with the default update strategy
+``allow`` a pending clustering plan never fails a write: the clustering checks
+at its own commit and aborts if a write touched its file groups (ingestion
+wins, see :mod:`tidemark.services.cluster`). A write that planned against the
+table before a clustering *completed* and updated a file group it replaced
+gets :class:`ClusteringConflictError`, which :class:`tidemark.Table` answers by
+running the write again on the clustered table. With ``reject`` a write that
+touches a file group of a pending clustering fails.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.errors import ConfigError, WriteConflictError
+from tidemark.errors import ClusteringConflictError, ConfigError, WriteConflictError
+from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat
 from tidemark.format.names import COMMIT_TIME, RECORD_KEY
 from tidemark.storage import Storage
@@ -87,19 +97,50 @@ class ConflictResolutionStrategy:
     """tidemark's default: Hudi's file-group rule plus the concurrent-insert key rule."""
 
     check_keys = True
+    # hoodie.clustering.updates.strategy=reject: a pending clustering's file groups are off limits.
+    reject_updates_under_clustering = False
 
     def check(self, storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
         window = CommitWindow(mine.instant_time, mine.seen)
         for theirs in window.candidates(timeline):
             if not theirs.is_completed:
-                # A pending table-service plan. Nothing in tidemark schedules compaction or
-                # clustering yet, so such a plan comes from another tool; its files are not
-                # visible and it has not claimed our file groups in a way we can read.
+                if theirs.action is Action.CLUSTERING and self.reject_updates_under_clustering:
+                    self.not_under_pending_clustering(timeline, mine, theirs)
+                # Otherwise a pending plan lets the write through: a clustering checks at its own
+                # commit and aborts if we touched its file groups (ingestion wins); compaction plans
+                # come only from other tools (tidemark writes copy-on-write tables).
                 continue
             meta = timeline.commit_metadata(theirs)
+            if meta.operation == CLUSTER_OPERATION:
+                self.not_replaced_by_clustering(mine, theirs, meta)
+                # A clustering rewrites rows with their own commit times: it inserts no new key.
+                continue
             self.no_shared_file_groups(mine, theirs, meta)
             if self.check_keys:
                 self.no_concurrent_inserts_of_same_keys(storage, mine, theirs, meta)
+
+    @staticmethod
+    def not_replaced_by_clustering(mine: PendingCommit, theirs: Instant, meta: CommitMetadata) -> None:
+        """The write must not update a file group that a clustering replaced since its snapshot."""
+        shared = sorted(mine.file_groups() & meta.file_groups())
+        if shared:
+            raise ClusteringConflictError(
+                instant_time=mine.instant_time, clustering_instant=theirs.requested_time, file_groups=shared,
+                rejected=False,
+            )
+
+    @staticmethod
+    def not_under_pending_clustering(timeline: Timeline, mine: PendingCommit, theirs: Instant) -> None:
+        """reject strategy: the write must not touch a file group of a pending clustering plan."""
+        plan = timeline.clustering_plan(theirs)
+        if plan is None:
+            return
+        shared = sorted(mine.file_groups() & plan.file_groups())
+        if shared:
+            raise ClusteringConflictError(
+                instant_time=mine.instant_time, clustering_instant=theirs.requested_time, file_groups=shared,
+                rejected=True,
+            )
 
     @staticmethod
     def no_shared_file_groups(mine: PendingCommit, theirs: Instant, meta: CommitMetadata) -> None:

@@ -58,6 +58,13 @@ def parse_str(value: str) -> str:
     return str(value)
 
 
+def parse_updates_strategy(value: str) -> str:
+    """``allow`` / ``reject``, or Hudi's update-strategy class names."""
+    name = str(value).strip().rsplit(".", 1)[-1].lower()
+    aliases = {"sparkallowupdatestrategy": "allow", "sparkrejectupdatestrategy": "reject"}
+    return choice("allow", "reject")(aliases.get(name, name))
+
+
 @dataclass(frozen=True)
 class Option:
     key: str
@@ -300,6 +307,59 @@ OPTIONS: tuple[Option, ...] = (
         "0",
         parse_non_negative_int,
         "Spark partitions for bulk_insert (0 = keep the input's partitioning).",
+    ),
+    # -- clustering (table service): see tidemark.services.cluster --------------------------
+    Option(
+        "hoodie.clustering.inline",
+        "false",
+        parse_bool,
+        "Cluster the table after every hoodie.clustering.inline.max.commits commits, in the writer "
+        "that made the last of them (a clustering that loses to ingestion is logged, never raised).",
+    ),
+    Option(
+        "hoodie.clustering.inline.max.commits",
+        "4",
+        parse_positive_int,
+        "With hoodie.clustering.inline: commits since the last clustering that trigger the next one.",
+    ),
+    Option(
+        "hoodie.clustering.plan.strategy.small.file.limit",
+        str(300 * 1024 * 1024),
+        parse_positive_int,
+        "Base files smaller than this (bytes) are clustering candidates.",
+    ),
+    Option(
+        "hoodie.clustering.plan.strategy.target.file.max.bytes",
+        str(1024 * 1024 * 1024),
+        parse_positive_int,
+        "Size (bytes) of the files clustering writes: each group becomes ceil(group bytes / this) files.",
+    ),
+    Option(
+        "hoodie.clustering.plan.strategy.max.bytes.per.group",
+        str(2 * 1024 * 1024 * 1024),
+        parse_positive_int,
+        "Most input bytes in one clustering group (one task rewrites a group; with sort columns in memory).",
+    ),
+    Option(
+        "hoodie.clustering.plan.strategy.max.num.groups",
+        "30",
+        parse_positive_int,
+        "Most groups in one clustering plan; the rest waits for the next clustering.",
+    ),
+    Option(
+        "hoodie.clustering.plan.strategy.sort.columns",
+        None,
+        parse_str,
+        "Comma-separated columns that clustering sorts each group's rows by (none: keep their order).",
+    ),
+    Option(
+        "hoodie.clustering.updates.strategy",
+        "allow",
+        parse_updates_strategy,
+        "A write to a file group under pending clustering: allow = ingestion wins, the write commits "
+        "and the clustering aborts at its commit; reject = the write fails with "
+        "ClusteringConflictError. Hudi's class names SparkAllowUpdateStrategy / "
+        "SparkRejectUpdateStrategy are accepted.",
     ),
     Option(
         "hoodie.upsert.shuffle.parallelism",

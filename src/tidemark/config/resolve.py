@@ -16,6 +16,24 @@ from tidemark.errors import ConfigError, UnknownOptionError
 
 
 @dataclass(frozen=True)
+class ClusteringConfig:
+    """Clustering options (``hoodie.clustering.*``), validated."""
+
+    inline: bool = False
+    inline_max_commits: int = 4
+    small_file_limit: int = 300 * 1024 * 1024
+    target_file_size: int = 1024 * 1024 * 1024
+    max_bytes_per_group: int = 2 * 1024 * 1024 * 1024
+    max_groups: int = 30
+    sort_columns: tuple[str, ...] = ()
+    updates_strategy: str = "allow"  # "allow": ingestion wins; "reject": writes to clustered groups fail
+
+    @property
+    def reject_updates(self) -> bool:
+        return self.updates_strategy == "reject"
+
+
+@dataclass(frozen=True)
 class WriteConfig:
     """Validated writer options; every field has the default of its declared option."""
 
@@ -40,6 +58,7 @@ class WriteConfig:
     marker_batch_interval_ms: int = 50
     marker_batch_threads: int = 20
     early_conflict: EarlyConflictSettings | None = None  # None: detection off
+    clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
 
     @property
     def multi_writer(self) -> bool:
@@ -119,6 +138,34 @@ def _lock_settings(raw: Mapping[str, str]) -> LockSettings:
     return settings
 
 
+def _clustering_config(raw: Mapping[str, str]) -> ClusteringConfig:
+    sort = parse_option("hoodie.clustering.plan.strategy.sort.columns", raw) or ""
+    config = ClusteringConfig(
+        inline=parse_option("hoodie.clustering.inline", raw),
+        inline_max_commits=parse_option("hoodie.clustering.inline.max.commits", raw),
+        small_file_limit=parse_option("hoodie.clustering.plan.strategy.small.file.limit", raw),
+        target_file_size=parse_option("hoodie.clustering.plan.strategy.target.file.max.bytes", raw),
+        max_bytes_per_group=parse_option("hoodie.clustering.plan.strategy.max.bytes.per.group", raw),
+        max_groups=parse_option("hoodie.clustering.plan.strategy.max.num.groups", raw),
+        sort_columns=tuple(c.strip() for c in sort.split(",") if c.strip()),
+        updates_strategy=parse_option("hoodie.clustering.updates.strategy", raw),
+    )
+    check_clustering_sizes(config)
+    return config
+
+
+def check_clustering_sizes(config: ClusteringConfig) -> None:
+    """Reject sizes that would make clustering rewrite its own output again and again."""
+    if config.small_file_limit > config.target_file_size:
+        raise ConfigError(
+            "hoodie.clustering.plan.strategy.small.file.limit must not exceed "
+            "hoodie.clustering.plan.strategy.target.file.max.bytes "
+            f"({config.small_file_limit} > {config.target_file_size}): clustering would pick its own "
+            "output files again",
+            key="hoodie.clustering.plan.strategy.small.file.limit",
+        )
+
+
 def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
     """Options as strings; raises UnknownOptionError (with the closest key) for unknown keys."""
     out: dict[str, str] = {}
@@ -159,7 +206,12 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
             stacklevel=3,
         )
         values["failed_writes_policy"] = "LAZY"
-    config = replace(WriteConfig(**values), lock=_lock_settings(raw), early_conflict=_early_conflict(raw, values))
+    config = replace(
+        WriteConfig(**values),
+        lock=_lock_settings(raw),
+        early_conflict=_early_conflict(raw, values),
+        clustering=_clustering_config(raw),
+    )
     if config.small_file_limit >= config.max_file_size:
         raise ConfigError(
             "hoodie.parquet.small.file.limit must be below hoodie.parquet.max.file.size "

@@ -104,13 +104,64 @@ REPLACE_COMMIT_METADATA: dict[str, Any] = {
     ],
 }
 
+_STR_MAP = {"type": "map", "values": _STR, "avro.java.string": "String"}
+
+# A clustering plan (HoodieClusteringPlan): groups of file slices, each rewritten into
+# ``numOutputFileGroups`` new file groups by the named strategy with its parameters.
+SLICE_INFO: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieSliceInfo",
+    "fields": [
+        _field("dataFilePath", _STR),
+        _field("deltaFilePaths", {"type": "array", "items": _STR}),
+        _field("fileId", _STR),
+        _field("partitionPath", _STR),
+        _field("bootstrapFilePath", _STR),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+
+CLUSTERING_GROUP: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieClusteringGroup",
+    "fields": [
+        _field("slices", {"type": "array", "items": SLICE_INFO}),
+        _field("metrics", {"type": "map", "values": "double", "avro.java.string": "String"}),
+        {"name": "numOutputFileGroups", "type": ["int", "null"], "default": 1},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+
+CLUSTERING_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieClusteringPlan",
+    "fields": [
+        _field("inputGroups", {"type": "array", "items": CLUSTERING_GROUP}),
+        _field(
+            "strategy",
+            {
+                "type": "record",
+                "name": "HoodieClusteringStrategy",
+                "fields": [
+                    _field("strategyClassName", _STR),
+                    _field("strategyParams", _STR_MAP),
+                    {"name": "version", "type": ["int", "null"], "default": 1},
+                ],
+            },
+        ),
+        _field("extraMetadata", _STR_MAP),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        _field("preserveHoodieMetadata", "boolean"),
+    ],
+}
+
 REQUESTED_REPLACE_METADATA: dict[str, Any] = {
     "type": "record",
     "name": "HoodieRequestedReplaceMetadata",
     "namespace": _NS,
     "fields": [
         _field("operationType", _STR),
-        _field("clusteringPlan", "string"),
+        _field("clusteringPlan", CLUSTERING_PLAN),
         _field("extraMetadata", {"type": "map", "values": _STR, "avro.java.string": "String"}),
         {"name": "version", "type": ["int", "null"], "default": 1},
     ],

@@ -80,8 +80,11 @@ def _execute(
         storage.delete(f"{TIMELINE_DIR}/{instant.file_name}")
     deleted = [f for f in files if storage.delete(f)]
     delete_markers(storage, instant.requested_time)
-    for state in (State.INFLIGHT, State.REQUESTED):
-        storage.delete(f"{TIMELINE_DIR}/{instant_file_name(instant.requested_time, instant.action, state)}")
+    # A completed clustering (a replacecommit) was pending as a clustering: remove those files too.
+    actions = [instant.action] + ([Action.CLUSTERING] if instant.action is Action.REPLACE_COMMIT else [])
+    for action in actions:
+        for state in (State.INFLIGHT, State.REQUESTED):
+            storage.delete(f"{TIMELINE_DIR}/{instant_file_name(instant.requested_time, action, state)}")
     inflight = instant_file_name(rollback_time, Action.ROLLBACK, State.INFLIGHT)
     storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
     by_partition: dict[str, list[str]] = {}

@@ -11,10 +11,11 @@ from collections.abc import Iterable, Iterator
 from functools import cached_property
 
 from tidemark.errors import InstantNotFoundError
+from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.commit_metadata import CommitMetadata
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.storage import Storage
-from tidemark.timeline.instant import Action, Instant, State, parse_instant_file_name
+from tidemark.timeline.instant import Action, Instant, State, instant_file_name, parse_instant_file_name
 
 _METADATA: dict[str, CommitMetadata] = {}
 _METADATA_LIMIT = 20_000
@@ -32,6 +33,16 @@ def _read_commit_metadata(full_path: str, storage: Storage, path: str) -> Commit
 
 
 _RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+
+# Table-service instants change their action when they complete (as in Hudi 1.x): a
+# clustering is pending as ``<t>.clustering.requested/.inflight`` and completes as
+# ``<t>_<c>.replacecommit``; a compaction completes as a ``commit``. Their files are one
+# instant, so they are matched under the action they complete as.
+_COMPLETES_AS = {
+    Action.CLUSTERING: Action.REPLACE_COMMIT,
+    Action.COMPACTION: Action.COMMIT,
+    Action.LOG_COMPACTION: Action.DELTA_COMMIT,
+}
 
 
 def _order(i: Instant) -> tuple[str, str]:
@@ -77,7 +88,7 @@ def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None
     # Several files stand for one instant (requested, inflight, completed): keep the furthest.
     if inst is None:
         return False
-    key = (inst.requested_time, inst.action)
+    key = (inst.requested_time, _COMPLETES_AS.get(inst.action, inst.action))
     current = best.get(key)
     if current is None or _RANK[inst.state] > _RANK[current.state]:
         best[key] = inst
@@ -181,3 +192,18 @@ class Timeline:
             raise InstantNotFoundError(instant.requested_time, "not completed")
         path = f"{TIMELINE_DIR}/{instant.file_name}"
         return _read_commit_metadata(self._storage.full_path(path), self._storage, path)
+
+    def clustering_plan(self, instant: Instant) -> ClusteringPlan | None:
+        """The plan of a clustering instant (pending or completed), or None if it has none."""
+        for action in (Action.CLUSTERING, Action.REPLACE_COMMIT):
+            path = f"{TIMELINE_DIR}/{instant_file_name(instant.requested_time, action, State.REQUESTED)}"
+            try:
+                data = self._storage.read_bytes(path)
+            except FileNotFoundError:
+                continue
+            return ClusteringPlan.from_bytes(data)
+        return None
+
+    @cached_property
+    def pending_clustering(self) -> list[Instant]:
+        return [i for i in self.pending if i.action is Action.CLUSTERING]

@@ -75,6 +75,7 @@ class CommitProtocol:
         self.lock: TableLock | NoLock = TableLock(config.lock, storage.base_path) if config.multi_writer else NoLock()
         self.heartbeats = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
         self.strategy: ConflictResolutionStrategy = strategy_by_name(config.conflict_strategy)
+        self.strategy.reject_updates_under_clustering = config.clustering.reject_updates
         self.last_commit_timing: CommitTiming | None = None
 
     def close(self) -> None:

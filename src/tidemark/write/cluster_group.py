@@ -1,0 +1,159 @@
+"""Rewriting one clustering group in pure pyarrow: what one Spark task (or the Arrow engine) does.
+
+The slices of a group are read, aligned to the table schema, and written into
+``num_output_groups`` new file groups of about equal rows: streamed a batch at a
+time, or (with sort columns) read whole and sorted in memory. Rows
+keep their ``_hoodie_commit_time`` and ``_hoodie_commit_seqno`` (clustering
+changes where a record lives, not when it was written: incremental readers must
+not see it as a change); only ``_hoodie_file_name`` is set to the new file.
+Every file gets its marker first, as in every other write.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidemark.format.clustering_plan import ClusteringGroup
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new_file_id
+from tidemark.storage import LocalStorage
+from tidemark.write.file_group import ROW_GROUP_BYTES, ROW_GROUP_ROWS, WriteSpec, parquet_options
+from tidemark.write.markers import IOType, create_marker
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """Everything a task needs to rewrite groups of one clustering; picklable."""
+
+    write: WriteSpec  # base path, clustering instant, file schema (meta + user columns), codec
+    sort_columns: tuple[str, ...]
+
+
+def _aligned(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with exactly ``schema``'s columns: older files may lack columns added since."""
+    n = table.num_rows
+    arrays = []
+    for field in schema:
+        if field.name in table.column_names:
+            column = table.column(field.name)
+            arrays.append(column.cast(field.type) if column.type != field.type else column)
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def read_group(spec: ClusterSpec, group: ClusteringGroup) -> pa.Table:
+    """All rows of ``group`` in memory, sorted by the sort columns (needed to sort them)."""
+    storage = LocalStorage(spec.write.base_path)
+    schema = spec.write.schema
+    pieces = [_aligned(pq.read_table(storage.full_path(s.data_file_path)), schema) for s in group.slices]
+    rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
+    if spec.sort_columns:
+        rows = rows.sort_by([(c, "ascending") for c in spec.sort_columns])
+    return rows
+
+
+def _batches(spec: ClusterSpec, group: ClusteringGroup) -> Iterator[pa.Table]:
+    """The rows of ``group`` in order, a record batch at a time (memory: one batch)."""
+    if spec.sort_columns:
+        yield read_group(spec, group)
+        return
+    storage = LocalStorage(spec.write.base_path)
+    for s in group.slices:
+        for batch in pq.ParquetFile(storage.full_path(s.data_file_path)).iter_batches(batch_size=65_536):
+            yield _aligned(pa.Table.from_batches([batch]), spec.write.schema)
+
+
+def _rows_in(spec: ClusterSpec, group: ClusteringGroup) -> int:
+    storage = LocalStorage(spec.write.base_path)
+    return sum(pq.read_metadata(storage.full_path(s.data_file_path)).num_rows for s in group.slices)
+
+
+class _Output:
+    """One new file group of the clustering, written batch by batch."""
+
+    def __init__(self, spec: ClusterSpec, partition: str, token: str) -> None:
+        self.spec = spec
+        self.partition = partition
+        self.file_id = new_file_id()
+        self.name = base_file_name(self.file_id, token, spec.write.instant_time)
+        self.rel_path = join_partition(partition, self.name)
+        storage = LocalStorage(spec.write.base_path)
+        create_marker(storage, spec.write.instant_time, self.rel_path, IOType.CREATE)
+        self.full = storage.full_path(self.rel_path)
+        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.writer = pq.ParquetWriter(self.full, spec.write.schema, **parquet_options(spec.write))
+        self.rows = 0
+        self._name_index = spec.write.schema.get_field_index(FILE_NAME)
+        # Batches are buffered into row groups of a useful size, as bulk inserts do.
+        self._buffer: list[pa.Table] = []
+        self._buffered_rows = self._buffered_bytes = 0
+
+    def write(self, rows: pa.Table) -> None:
+        self._buffer.append(rows)
+        self.rows += rows.num_rows
+        self._buffered_rows += rows.num_rows
+        self._buffered_bytes += rows.nbytes
+        if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        rows = pa.concat_tables(self._buffer)
+        name = pa.repeat(pa.scalar(self.name, pa.string()), rows.num_rows)
+        self.writer.write_table(rows.set_column(self._name_index, FILE_NAME, name), row_group_size=ROW_GROUP_ROWS)
+        self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
+
+    def close(self, started: float) -> WriteStat:
+        self._flush()
+        self.writer.close()
+        return WriteStat(
+            partition_path=self.partition,
+            file_id=self.file_id,
+            path=self.rel_path,
+            prev_commit=None,
+            num_writes=self.rows,
+            # Hudi counts clustered records as inserts into the new file groups.
+            num_inserts=self.rows,
+            num_updates=0,
+            num_deletes=0,
+            file_size=os.path.getsize(self.full),
+            total_write_time_ms=int((time.monotonic() - started) * 1000),
+        )
+
+
+def rewrite_group(spec: ClusterSpec, group: ClusteringGroup, *, token: str) -> list[WriteStat]:
+    """Write the rows of ``group`` into ``num_output_groups`` new file groups of about equal rows.
+
+    Without sort columns the rows stream through a batch at a time; with them the
+    group is sorted in memory (``max.bytes.per.group`` bounds it).
+    """
+    started = time.monotonic()
+    total = _rows_in(spec, group)
+    outputs = max(1, min(group.num_output_groups, total))
+    per_file = max(1, -(-total // outputs))  # ceil
+    stats: list[WriteStat] = []
+    current: _Output | None = None
+    for rows in _batches(spec, group):
+        offset = 0
+        while offset < rows.num_rows:
+            if current is None:
+                current = _Output(spec, group.partition_path, token)
+            take = min(rows.num_rows - offset, per_file - current.rows)
+            current.write(rows.slice(offset, take))
+            offset += take
+            if current.rows >= per_file:
+                stats.append(current.close(started))
+                current = None
+    if current is not None:
+        stats.append(current.close(started))
+    if not stats:  # a group of empty files: one empty file group keeps the plan's shape
+        stats.append(_Output(spec, group.partition_path, token).close(started))
+    return stats
