@@ -49,6 +49,7 @@ from tidemark.format.commit_metadata import CommitMetadata, WriteStat
 from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_name
 from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
+from tidemark.markers import delete_markers, marked_data_files
 from tidemark.services.rollback import RollbackResult, rollback
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -56,7 +57,6 @@ from tidemark.timeline.instant_time import parse_instant_time
 from tidemark.write.cluster_group import ClusterSpec
 from tidemark.write.commit import CommitProtocol
 from tidemark.write.file_group import WriteSpec
-from tidemark.write.markers import delete_markers, marked_data_files
 
 log = logging.getLogger(__name__)
 

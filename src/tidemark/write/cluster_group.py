@@ -22,9 +22,10 @@ import pyarrow.parquet as pq
 from tidemark.format.clustering_plan import ClusteringGroup
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new_file_id
+from tidemark.markers import IOType
+from tidemark.markers.direct import DirectMarkerWriter
 from tidemark.storage import LocalStorage
 from tidemark.write.file_group import ROW_GROUP_BYTES, ROW_GROUP_ROWS, WriteSpec, parquet_options
-from tidemark.write.markers import IOType, create_marker
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,8 @@ class _Output:
         self.name = base_file_name(self.file_id, token, spec.write.instant_time)
         self.rel_path = join_partition(partition, self.name)
         storage = LocalStorage(spec.write.base_path)
-        create_marker(storage, spec.write.instant_time, self.rel_path, IOType.CREATE)
+        # A service writes direct markers: no marker server runs for it.
+        DirectMarkerWriter(storage, spec.write.instant_time).create(self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
         self.writer = pq.ParquetWriter(self.full, spec.write.schema, **parquet_options(spec.write))
