@@ -6,8 +6,8 @@ merger                 newer record vs older record (same key)                  
 CommitTimeMerger       the newer write wins, always                                 - A I, with deletes
 EventTimeMerger        greater ordering values win (lexicographic over the fields;  - A I, with deletes
                        a null is below every value); ties go to the newer write
-PartialUpdateMerger    the winner (by event time, or the newer write without        - A I, updates only
-                       ordering fields) changes only its non-null columns
+PartialUpdateMerger    the winner (by event time, or the newer write without        - - I, updates only
+                       ordering fields) changes only its non-null columns          (A without ordering)
 ColumnGroupMerger      per column group: the values with the greater ordering      C A I, updates only
                        value of that group win (ties: the greater values)
 =====================  ==========================================================  =====================
@@ -92,9 +92,13 @@ class PartialUpdateMerger:
 
     @property
     def properties(self) -> MergeProperties:
-        # Per column the result is the value of the highest-ranked record that has one: associative.
-        # A delete followed by a partial insert cannot be told from an update: updates only.
-        return MergeProperties(commutative=False, associative=True, idempotent=True, with_deletes=False)
+        # Without ordering fields a merge is a per-column coalesce(newer, older): associative. With
+        # them it is not: a merged record ranks by its winner, while its columns may come from a
+        # lower-ranked record (a, b, c ranked 1, 3, 2 with a, c setting x: (a+b)+c keeps a's x,
+        # a+(b+c) takes c's). A delete followed by a partial insert looks like an update: updates only.
+        return MergeProperties(
+            commutative=False, associative=not self.ordering_fields, idempotent=True, with_deletes=False
+        )
 
     def merge(self, older: pa.Table, newer: pa.Table) -> pa.Table:
         wins = _newer_wins(older, newer, self.ordering_fields)
