@@ -202,18 +202,28 @@ def test_column_group_delete_wins_a_group_only_with_a_newer_ordering_value() -> 
 
 def test_dedup_folds_repeated_keys_in_arrival_order() -> None:
     batch = table(
-        [{KEY: "k", "t1": 1, "a": "first", "b": 1}, {KEY: "j", "t1": 1}, {KEY: "k", "t1": 3, "b": 3}, {KEY: "k", "t1": 2, "a": "late"}]
+        [
+            {KEY: "k", "t1": 1, "a": "first", "b": 1},
+            {KEY: "j", "t1": 1},
+            {KEY: "k", "t1": 3, "b": 3},
+            {KEY: "k", "t1": 2, "a": "late"},
+        ]
     )
     assert as_set(dedup_records(CommitTimeMerger(), batch))[1] == ("k", 2, None, "late", None, "U")
     assert as_set(dedup_records(EventTimeMerger(("t1",)), batch))[1] == ("k", 3, None, None, 3, "U")
     # in arrival order: "first" fills the t1=3 winner's null a; the later t1=2 record loses to it
     assert as_set(dedup_records(PartialUpdateMerger(("t1",)), batch))[1] == ("k", 3, None, "first", 3, "U")
     assert as_set(dedup_records(PartialUpdateMerger(), batch))[1] == ("k", 2, None, "late", 3, "U")
-    assert dedup_records(CommitTimeMerger(), batch.drop_columns([OP])).column_names == batch.drop_columns([OP]).column_names
+    assert (
+        dedup_records(CommitTimeMerger(), batch.drop_columns([OP])).column_names
+        == batch.drop_columns([OP]).column_names
+    )
 
 
 def test_merge_records_keeps_keys_of_both_sides() -> None:
-    merged = merge_records(CommitTimeMerger(), table([{KEY: "a"}, {KEY: "b", "b": 1}]), table([{KEY: "b", "b": 2}, {KEY: "c"}]))
+    merged = merge_records(
+        CommitTimeMerger(), table([{KEY: "a"}, {KEY: "b", "b": 1}]), table([{KEY: "b", "b": 2}, {KEY: "c"}])
+    )
     assert sorted(merged.column(KEY).to_pylist()) == ["a", "b", "c"]
 
 
@@ -249,17 +259,27 @@ def test_merge_config_builds_the_merger_of_each_mode() -> None:
         ({"mode": "CUSTOM"}, "hoodie.write.record.merge.custom.implementation.classes"),
         ({"mode": None, "custom_class": "no_such_module:X"}, "hoodie.write.record.merge.custom.implementation.classes"),
         ({"mode": None, "custom_class": "merge_plugins"}, "hoodie.write.record.merge.custom.implementation.classes"),
-        ({"mode": None, "custom_class": "merge_plugins:Missing"}, "hoodie.write.record.merge.custom.implementation.classes"),
-        ({"mode": None, "custom_class": "merge_plugins:NotAMerger"}, "hoodie.write.record.merge.custom.implementation.classes"),
-        ({"mode": "COMMIT_TIME_ORDERING", "custom_class": "merge_plugins:GreatestValueMerger"},
-         "hoodie.write.record.merge.custom.implementation.classes"),
+        (
+            {"mode": None, "custom_class": "merge_plugins:Missing"},
+            "hoodie.write.record.merge.custom.implementation.classes",
+        ),
+        (
+            {"mode": None, "custom_class": "merge_plugins:NotAMerger"},
+            "hoodie.write.record.merge.custom.implementation.classes",
+        ),
+        (
+            {"mode": "COMMIT_TIME_ORDERING", "custom_class": "merge_plugins:GreatestValueMerger"},
+            "hoodie.write.record.merge.custom.implementation.classes",
+        ),
         ({"mode": None, "column_groups": "t1:a;t1:b"}, "hoodie.record.merge.column.groups"),
         ({"mode": None, "column_groups": "t1"}, "hoodie.record.merge.column.groups"),
         ({"mode": None, "column_groups": ";"}, "hoodie.record.merge.column.groups"),
         ({"mode": "COMMIT_TIME_ORDERING", "column_groups": "t1:a"}, "hoodie.record.merge.column.groups"),
         ({"mode": None, "column_groups": "t1:a", "ordering_fields": ("t9",)}, "hoodie.record.merge.column.groups"),
-        ({"mode": None, "column_groups": "t1:a", "partial_update_mode": "IGNORE_DEFAULTS"},
-         "hoodie.table.partial.update.mode"),
+        (
+            {"mode": None, "column_groups": "t1:a", "partial_update_mode": "IGNORE_DEFAULTS"},
+            "hoodie.table.partial.update.mode",
+        ),
         ({"mode": None, "partial_update_mode": "FILL_UNAVAILABLE"}, "hoodie.table.partial.update.mode"),
     ],
 )
@@ -276,7 +296,9 @@ def test_column_groups_must_cover_every_non_key_column() -> None:
         config.check_schema(schema, key_fields=("id",), partition_fields=())
     config.check_schema(schema.remove(3), key_fields=("id",), partition_fields=())
     with pytest.raises(ConfigError):
-        MergeConfig.build(mode=None, column_groups="t1:nope").check_schema(schema, key_fields=("id",), partition_fields=())
+        MergeConfig.build(mode=None, column_groups="t1:nope").check_schema(
+            schema, key_fields=("id",), partition_fields=()
+        )
 
 
 def test_parse_column_groups() -> None:

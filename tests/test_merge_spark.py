@@ -23,8 +23,12 @@ def test_partial_update_dedup_and_merge_on_spark_match_the_arrow_engine(spark: A
     tables = {}
     for engine in ("spark", "arrow"):
         table = Table.create(
-            str(tmp_path / engine), spark=spark if engine == "spark" else None, record_key="id",
-            partition_by="city", ordering_field="ts", options=options,
+            str(tmp_path / engine),
+            spark=spark if engine == "spark" else None,
+            record_key="id",
+            partition_by="city",
+            ordering_field="ts",
+            options=options,
         )
         for rows in (first, second):
             if engine == "spark":

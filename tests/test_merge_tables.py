@@ -123,7 +123,12 @@ def test_random_writes_match_the_model_of_each_merge_mode(tmp_path: Path, mode: 
     options, ordering, merge_of = MODES[mode]
     rng = random.Random(seed)
     table = Table.create(
-        str(tmp_path / "t"), spark=None, record_key="id", ordering_field=ordering or None, options=options, schema=SCHEMA
+        str(tmp_path / "t"),
+        spark=None,
+        record_key="id",
+        ordering_field=ordering or None,
+        options=options,
+        schema=SCHEMA,
     )
     model = Model(merge_of(ordering))
     for _ in range(8):
@@ -139,7 +144,9 @@ def test_random_writes_match_the_model_of_each_merge_mode(tmp_path: Path, mode: 
                     row.update({f: None for f in ordering})
                 row.update({"a": None, "b": None})
             key_cols = ["id", *ordering]
-            deletes = pa.Table.from_pylist([{c: r[c] for c in key_cols} for r in batch], schema=_select(SCHEMA, key_cols))
+            deletes = pa.Table.from_pylist(
+                [{c: r[c] for c in key_cols} for r in batch], schema=_select(SCHEMA, key_cols)
+            )
             table.delete(deletes)
         model.write(batch)
         assert table_rows(table) == model.table_rows()
@@ -252,7 +259,9 @@ def test_a_column_in_no_group_is_rejected(tmp_path: Path) -> None:
             options={"hoodie.record.merge.column.groups": "ta:a1"},
             schema=JOIN_SCHEMA,
         )
-    table = Table.create(str(tmp_path / "u"), spark=None, record_key="id", options={"hoodie.record.merge.column.groups": "ta:a1"})
+    table = Table.create(
+        str(tmp_path / "u"), spark=None, record_key="id", options={"hoodie.record.merge.column.groups": "ta:a1"}
+    )
     with pytest.raises(ConfigError):  # the first write fixes the schema: checked then
         table.upsert(pa.table({"id": [1], "ta": [1], "a1": ["x"], "loose": ["y"]}))
     assert table.timeline() == []

@@ -77,7 +77,9 @@ class RecordMerger(Protocol):
 # -- helpers for mergers -----------------------------------------------------------------
 
 
-def pick(mask: pa.Array | pa.ChunkedArray, newer: pa.Table, older: pa.Table, columns: Sequence[str]) -> dict[str, pa.Array]:
+def pick(
+    mask: pa.Array | pa.ChunkedArray, newer: pa.Table, older: pa.Table, columns: Sequence[str]
+) -> dict[str, pa.Array]:
     """Per column: the newer value where ``mask`` is true, else the older one."""
     return {c: pc.if_else(mask, newer.column(c), older.column(c)) for c in columns}
 
@@ -187,8 +189,18 @@ def merge_records(
     new_matched = pc.is_in(new_keys, value_set=old_keys)
     pieces = [older.filter(pc.invert(old_matched))]
     if pc.any(new_matched).as_py():
-        o = older.filter(old_matched).append_column(_KEY, old_keys.filter(old_matched)).sort_by(_KEY).drop_columns([_KEY])
-        n = newer.filter(new_matched).append_column(_KEY, new_keys.filter(new_matched)).sort_by(_KEY).drop_columns([_KEY])
+        o = (
+            older.filter(old_matched)
+            .append_column(_KEY, old_keys.filter(old_matched))
+            .sort_by(_KEY)
+            .drop_columns([_KEY])
+        )
+        n = (
+            newer.filter(new_matched)
+            .append_column(_KEY, new_keys.filter(new_matched))
+            .sort_by(_KEY)
+            .drop_columns([_KEY])
+        )
         merged = merger.merge(o, n)
         pieces.append(merged.select(older.column_names).cast(older.schema))
     pieces.append(newer.filter(pc.invert(new_matched)))

@@ -137,8 +137,9 @@ class MergeConfig:
             mode = CUSTOM if custom_class else EVENT_TIME_ORDERING if ordering else COMMIT_TIME_ORDERING
         mode = str(mode).strip().upper()
         if mode not in MERGE_MODES:
-            raise ConfigError(f"{MERGE_MODE_KEY}={mode!r} is invalid: expected one of {', '.join(MERGE_MODES)}",
-                              key=MERGE_MODE_KEY)
+            raise ConfigError(
+                f"{MERGE_MODE_KEY}={mode!r} is invalid: expected one of {', '.join(MERGE_MODES)}", key=MERGE_MODE_KEY
+            )
         partial = False
         if partial_update_mode is not None:
             value = str(partial_update_mode).strip().upper()
@@ -154,8 +155,9 @@ class MergeConfig:
                 f"{MERGE_MODE_KEY}=EVENT_TIME_ORDERING needs ordering fields (ordering_field=...)", key=MERGE_MODE_KEY
             )
         if mode == CUSTOM and not custom_class:
-            raise ConfigError(f"{MERGE_MODE_KEY}=CUSTOM needs {CUSTOM_CLASS_KEY}=package.module:Class",
-                              key=CUSTOM_CLASS_KEY)
+            raise ConfigError(
+                f"{MERGE_MODE_KEY}=CUSTOM needs {CUSTOM_CLASS_KEY}=package.module:Class", key=CUSTOM_CLASS_KEY
+            )
         if custom_class and mode != CUSTOM:
             raise ConfigError(f"{CUSTOM_CLASS_KEY} is only used with {MERGE_MODE_KEY}=CUSTOM", key=CUSTOM_CLASS_KEY)
         if groups and mode != EVENT_TIME_ORDERING:
@@ -201,8 +203,9 @@ class MergeConfig:
         grouped = {c for g in self.column_groups for c in g.all_columns}
         absent = sorted(grouped - names)
         if absent:
-            raise ConfigError(f"{COLUMN_GROUPS_KEY} names column(s) {absent} that the table does not have",
-                              key=COLUMN_GROUPS_KEY)
+            raise ConfigError(
+                f"{COLUMN_GROUPS_KEY} names column(s) {absent} that the table does not have", key=COLUMN_GROUPS_KEY
+            )
         loose = [n for n in schema.names if n not in grouped and n not in key_fields and n not in partition_fields]
         if loose:
             raise ConfigError(
@@ -221,20 +224,21 @@ def load_custom_merger(path: str) -> RecordMerger:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"{CUSTOM_CLASS_KEY}: cannot import module {module_name!r}: {exc}",
-                          key=CUSTOM_CLASS_KEY) from exc
+        raise ConfigError(
+            f"{CUSTOM_CLASS_KEY}: cannot import module {module_name!r}: {exc}", key=CUSTOM_CLASS_KEY
+        ) from exc
     target = getattr(module, class_name, None)
     if target is None:
         raise ConfigError(f"{CUSTOM_CLASS_KEY}: module {module_name!r} has no {class_name!r}", key=CUSTOM_CLASS_KEY)
     try:
         merger = target()
     except Exception as exc:
-        raise ConfigError(f"{CUSTOM_CLASS_KEY}: {path} could not be built with no arguments: {exc}",
-                          key=CUSTOM_CLASS_KEY) from exc
+        raise ConfigError(
+            f"{CUSTOM_CLASS_KEY}: {path} could not be built with no arguments: {exc}", key=CUSTOM_CLASS_KEY
+        ) from exc
     if not isinstance(merger, RecordMerger):
         raise ConfigError(
-            f"{CUSTOM_CLASS_KEY}: {path} is not a record merger (it needs name, properties and "
-            "merge(older, newer))",
+            f"{CUSTOM_CLASS_KEY}: {path} is not a record merger (it needs name, properties and merge(older, newer))",
             key=CUSTOM_CLASS_KEY,
         )
     return merger

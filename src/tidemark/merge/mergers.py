@@ -164,9 +164,7 @@ class ColumnGroupMerger:
 
     @property
     def properties(self) -> MergeProperties:
-        return MergeProperties(
-            commutative=self.orderable, associative=True, idempotent=True, with_deletes=False
-        )
+        return MergeProperties(commutative=self.orderable, associative=True, idempotent=True, with_deletes=False)
 
     def merge(self, older: pa.Table, newer: pa.Table) -> pa.Table:
         columns: dict[str, pa.Array] = {}

@@ -40,8 +40,10 @@ class BucketSpec:
 
     def __post_init__(self) -> None:
         if self.num_buckets <= 0:
-            raise ConfigError(f"hoodie.bucket.index.num.buckets must be positive, got {self.num_buckets}",
-                              key="hoodie.bucket.index.num.buckets")
+            raise ConfigError(
+                f"hoodie.bucket.index.num.buckets must be positive, got {self.num_buckets}",
+                key="hoodie.bucket.index.num.buckets",
+            )
         unknown = [f for f in self.hash_fields if f not in self.record_key_fields]
         if unknown or not self.hash_fields:
             raise ConfigError(

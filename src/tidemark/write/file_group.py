@@ -32,10 +32,9 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
 from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_writer
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
 from tidemark.storage import LocalStorage
-
 
 
 @dataclass(frozen=True)
@@ -186,7 +185,8 @@ def write_file_group(
         num_deletes = int(pc.sum(deleted).as_py() or 0)
         # A merge that the batch's record did not change (a stale update or delete) keeps the
         # stored row as it is, commit time included; an identical re-write counts as an update.
-        kept_as_is = pc.and_(_same_values(merged, older, user_columns), pc.invert(_same_values(merged, newer, user_columns)))
+        as_stored = _same_values(merged, older, user_columns)
+        kept_as_is = pc.and_(as_stored, pc.invert(_same_values(merged, newer, user_columns)))
         unchanged = pc.and_(pc.invert(deleted), kept_as_is)
         changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
         updates = merged.filter(changed)
