@@ -276,7 +276,7 @@ class Table:
         )
 
     def upsert(self, data: Any) -> CommitResult:
-        """Insert new keys and update existing ones (merged by the ordering field, if any)."""
+        """Insert new keys and update existing ones, merged by the table's merge mode."""
         return self._write("upsert", data)
 
     def insert(self, data: Any) -> CommitResult:
@@ -284,7 +284,11 @@ class Table:
         return self._write("insert", data)
 
     def delete(self, data: Any) -> CommitResult:
-        """Delete the records whose keys are in ``data`` (other columns are ignored)."""
+        """Delete the records whose keys are in ``data``.
+
+        Ordering columns in ``data`` are compared with the stored record's: a delete older than
+        the stored record removes nothing. Other columns are ignored.
+        """
         return self._write("delete", data)
 
     def bulk_insert(self, data: Any) -> CommitResult:
