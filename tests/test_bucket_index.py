@@ -155,3 +155,36 @@ def test_bucket_spec_validates_itself() -> None:
         BucketSpec(0, ("id",), ("id",))
     with pytest.raises(ConfigError):
         BucketSpec(4, ("x",), ("id",))
+
+
+def test_writers_creating_the_same_bucket_at_once_conflict(tmp_path: Path) -> None:
+    """Writer A starts, writer B writes a different key of the same new bucket and commits,
+    then A commits: the bucket's fixed file id makes them collide, so A loses instead of
+    leaving two file groups for one bucket."""
+    from tidemark.errors import WriteConflictError
+
+    occ = {
+        "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+        "hoodie.write.lock.provider": "in_process",
+    }
+    path = str(tmp_path / "t")
+    Table.create(
+        path,
+        spark=None,
+        record_key="id",
+        options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": "1"},
+    )
+    writer_a = Table.open(path, spark=None, options=occ)
+    writer_b = Table.open(path, spark=None, options=occ)
+    protocol = writer_a._protocol()
+    complete = protocol.complete
+
+    def b_commits_first(*args: Any, **kwargs: Any) -> Any:
+        writer_b.upsert(pa.table({"id": [2]}))
+        return complete(*args, **kwargs)
+
+    protocol.complete = b_commits_first
+    with pytest.raises(WriteConflictError):
+        writer_a.upsert(pa.table({"id": [1]}))
+    assert writer_b.read().column("id").to_pylist() == [2]
+    assert {f.file_id for f in writer_b.read_plan().files} == {bucket_file_id(0)}
