@@ -16,7 +16,17 @@ done here, once, for every merger::
     live_records(records)                 drop the deletes that won (what a base file keeps)
 
 batch dedup, the copy-on-write merge, merge-on-read reads and compaction all
-go through these, so a table merges the same way everywhere.
+go through these, so a table merges the same way everywhere. A merge-on-read
+reader (or compaction) of one file slice::
+
+    merger = MergeConfig.of_table(table_config).merger(user_schema)
+    records = base_rows                                  # op column optional ("U")
+    for block in log_blocks_in_commit_order:             # data blocks "U", delete blocks "D"
+        records = merge_records(merger, records, dedup_records(merger, block))
+    visible = live_records(records)
+
+Fold in commit order: only associative mergers (``merger.properties``) may merge
+the logs among themselves first and the base last.
 """
 
 from __future__ import annotations
