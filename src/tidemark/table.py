@@ -185,11 +185,14 @@ class Table:
             raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
         arrow_schema = _spark_to_arrow(schema)
         name = raw.get("hoodie.table.name") or os.path.basename(storage.base_path.rstrip("/")) or "table"
+        merge = _merge_settings(raw, ordering)
+        ordering = merge.ordering_fields
         if arrow_schema is not None:
             for role, cols in (("record key", keys), ("partition", partitions), ("ordering", ordering)):
                 absent = [c for c in cols if c not in arrow_schema.names]
                 if absent:
                     raise ConfigError(f"the schema lacks the {role} column(s) {absent}")
+            merge.check_schema(arrow_schema, key_fields=keys, partition_fields=partitions)
         config = TableConfig(
             name=name,
             table_type=table_type,
@@ -199,6 +202,8 @@ class Table:
             hive_style_partitioning=parse_option("hoodie.datasource.write.hive_style_partitioning", raw),
             create_schema=avro_schema_json(arrow_schema, name) if arrow_schema is not None else None,
             database=parse_option("hoodie.database.name", raw),
+            **_merge_fields(raw, merge),
+            **_index_fields(raw, keys),
         )
         for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
             os.makedirs(storage.full_path(folder), exist_ok=True)
@@ -220,6 +225,7 @@ class Table:
             raise TableNotFoundError(path, detail)
         props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode())
         config = TableConfig.from_properties(props)
+        _check_table_options(validate_keys(options or {}), props)
         return cls(storage, config, spark=spark, write_config=write_config)
 
     # -- facts --------------------------------------------------------------------------
@@ -264,8 +270,11 @@ class Table:
         from tidemark.write.engine import TableLayout
 
         cfg = self.config
+        from tidemark.merge import MergeConfig
+        from tidemark.write.client import bucket_spec
+
         layout = TableLayout(cfg.record_key_fields, cfg.partition_fields, cfg.ordering_fields,
-                             cfg.hive_style_partitioning)
+                             cfg.hive_style_partitioning, merge=MergeConfig.of_table(cfg), bucket=bucket_spec(cfg))
         if self.spark is None:
             from tidemark.engines.arrow.writer import ArrowWritePipeline
 
@@ -341,7 +350,7 @@ class Table:
             log.warning("inline clustering failed (the write committed): %s", error)
 
     def upsert(self, data: Any) -> CommitResult:
-        """Insert new keys and update existing ones (merged by the ordering field, if any)."""
+        """Insert new keys and update existing ones, merged by the table's merge mode."""
         return self._write("upsert", data)
 
     def insert(self, data: Any) -> CommitResult:
@@ -349,7 +358,11 @@ class Table:
         return self._write("insert", data)
 
     def delete(self, data: Any) -> CommitResult:
-        """Delete the records whose keys are in ``data`` (other columns are ignored)."""
+        """Delete the records whose keys are in ``data``.
+
+        Ordering columns in ``data`` are compared with the stored record's: a delete older than
+        the stored record removes nothing. Other columns are ignored.
+        """
         return self._write("delete", data)
 
     def bulk_insert(self, data: Any) -> CommitResult:
@@ -511,3 +524,70 @@ class Table:
 
 
 _TABLE_KEYS = {"hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning"}
+_MERGE_KEYS = (
+    "hoodie.record.merge.mode",
+    "hoodie.table.partial.update.mode",
+    "hoodie.record.merge.column.groups",
+    "hoodie.write.record.merge.custom.implementation.classes",
+)
+_INDEX_KEYS = ("hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field")
+_TABLE_KEYS |= {*_MERGE_KEYS, *_INDEX_KEYS}
+
+
+def _merge_settings(raw: Mapping[str, str], ordering: tuple[str, ...]) -> Any:
+    from tidemark.merge import MergeConfig
+
+    return MergeConfig.build(
+        mode=parse_option("hoodie.record.merge.mode", raw),
+        ordering_fields=ordering,
+        partial_update_mode=parse_option("hoodie.table.partial.update.mode", raw),
+        column_groups=parse_option("hoodie.record.merge.column.groups", raw),
+        custom_class=parse_option("hoodie.write.record.merge.custom.implementation.classes", raw),
+    )
+
+
+def _merge_fields(raw: Mapping[str, str], merge: Any) -> dict[str, Any]:
+    from tidemark.merge.config import format_column_groups
+
+    return {
+        "record_merge_mode": merge.mode,
+        "partial_update_mode": "IGNORE_DEFAULTS" if merge.partial_update else None,
+        "merge_column_groups": format_column_groups(merge.column_groups) if merge.column_groups else None,
+        "custom_merger_class": merge.custom_class,
+    }
+
+
+def _index_fields(raw: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, Any]:
+    from tidemark.write.bucket import BucketSpec
+
+    index_type = parse_option("hoodie.index.type", raw)
+    if index_type != "BUCKET":
+        for key in ("hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field"):
+            if key in raw:
+                raise ConfigError(f"{key} needs hoodie.index.type=BUCKET", key=key)
+        return {"index_type": index_type}
+    hash_fields = _names(parse_option("hoodie.bucket.index.hash.field", raw), "hoodie.bucket.index.hash.field")
+    if len(hash_fields) == 1 and "," in hash_fields[0]:
+        hash_fields = tuple(f.strip() for f in hash_fields[0].split(",") if f.strip())
+    spec = BucketSpec(parse_option("hoodie.bucket.index.num.buckets", raw), hash_fields or keys, keys)
+    return {"index_type": "BUCKET", "bucket_num_buckets": spec.num_buckets, "bucket_hash_fields": spec.hash_fields}
+
+
+def _check_table_options(raw: Mapping[str, str], props: Mapping[str, str]) -> None:
+    """Table-scope options given to open() must agree with hoodie.properties: they cannot change."""
+    for key in (*_MERGE_KEYS, *_INDEX_KEYS):
+        if key not in raw:
+            continue
+        given = parse_option(key, raw)
+        stored_raw = props.get(key)
+        if stored_raw is None and key in ("hoodie.index.type",):
+            stored_raw = "SIMPLE"
+        stored = parse_option(key, {key: stored_raw}) if stored_raw is not None else None
+        if key == "hoodie.bucket.index.hash.field" and given is not None and stored is not None:
+            given, stored = given.replace(" ", ""), stored.replace(" ", "")
+        if given != stored:
+            raise ConfigError(
+                f"{key} is fixed when a table is created: this table has {stored_raw!r}, the options "
+                f"give {raw[key]!r}; it cannot change on an existing table",
+                key=key,
+            )

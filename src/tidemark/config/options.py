@@ -91,6 +91,64 @@ OPTIONS: tuple[Option, ...] = (
         "table",
     ),
     Option(
+        "hoodie.record.merge.mode",
+        None,
+        choice("COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING", "CUSTOM"),
+        "How records with the same key merge: COMMIT_TIME_ORDERING (the later write wins), "
+        "EVENT_TIME_ORDERING (greater ordering values win; several fields compare lexicographically), "
+        "CUSTOM (a merger class). Default: EVENT_TIME_ORDERING with ordering fields, else COMMIT_TIME_ORDERING.",
+        "table",
+    ),
+    Option(
+        "hoodie.table.partial.update.mode",
+        None,
+        choice("IGNORE_DEFAULTS"),
+        "Partial updates: IGNORE_DEFAULTS = columns an update leaves null keep the stored value "
+        "(the winner is still chosen by the merge mode).",
+        "table",
+    ),
+    Option(
+        "hoodie.record.merge.column.groups",
+        None,
+        parse_str,
+        "Column-group merge (multi-stream join), tidemark's key: 'ts_a:a1,a2;ts_b:b1' = groups of "
+        "columns, each with its own ordering field; per group the values with the greater ordering "
+        "value win. Every column except record key and partition fields belongs to one group. "
+        "Needs EVENT_TIME_ORDERING (the default with groups).",
+        "table",
+    ),
+    Option(
+        "hoodie.write.record.merge.custom.implementation.classes",
+        None,
+        parse_str,
+        "CUSTOM merge mode: the merger class as 'package.module:Class' (built with no arguments; it "
+        "has name, properties and merge(older, newer) over Arrow tables, see tidemark.merge.RecordMerger).",
+        "table",
+    ),
+    Option(
+        "hoodie.index.type",
+        "SIMPLE",
+        choice("SIMPLE", "BUCKET"),
+        "SIMPLE: look keys up in the latest base files. BUCKET: a key's file group is a pure function "
+        "of its partition and hash(key) mod hoodie.bucket.index.num.buckets (no lookup).",
+        "table",
+    ),
+    Option(
+        "hoodie.bucket.index.num.buckets",
+        "256",
+        parse_positive_int,
+        "Bucket index: file groups (buckets) per partition; fixed when the table is created.",
+        "table",
+    ),
+    Option(
+        "hoodie.bucket.index.hash.field",
+        None,
+        parse_str,
+        "Bucket index: the record-key fields hashed to pick the bucket, comma-separated "
+        "(default: all record-key fields).",
+        "table",
+    ),
+    Option(
         "hoodie.parquet.max.file.size",
         str(120 * 1024 * 1024),
         parse_positive_int,

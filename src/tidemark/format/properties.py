@@ -18,6 +18,15 @@ TABLE_VERSION = 8
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
 
+ALL_ORDERING_FIELDS = "tidemark.table.ordering.fields"
+
+# Hudi's HoodieRecordMerger strategy ids (1.x) per hoodie.record.merge.mode.
+MERGE_STRATEGY_IDS = {
+    "EVENT_TIME_ORDERING": "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+    "COMMIT_TIME_ORDERING": "ce9acb64-bde0-424c-9b91-f6ebba25356d",
+    "CUSTOM": "1897ef5f-18bc-4557-939c-9d6a8afd1519",
+}
+
 
 def _escape(value: str) -> str:
     out = []
@@ -92,6 +101,15 @@ class TableConfig:
     hive_style_partitioning: bool = True
     create_schema: str | None = None  # Avro JSON of the user columns
     database: str = "default"
+    # Record merging (validated and turned into a merger by tidemark.merge.MergeConfig).
+    record_merge_mode: str | None = None  # None: EVENT_TIME_ORDERING with ordering fields, else COMMIT_TIME
+    partial_update_mode: str | None = None  # IGNORE_DEFAULTS: null columns of an update keep stored values
+    merge_column_groups: str | None = None  # "ts_a:a1,a2;ts_b:b1"
+    custom_merger_class: str | None = None  # CUSTOM: "package.module:Class"
+    # Index: SIMPLE (look keys up in the base files) or BUCKET (hash of the key picks the file group).
+    index_type: str = "SIMPLE"
+    bucket_num_buckets: int | None = None
+    bucket_hash_fields: tuple[str, ...] = ()  # empty: the record key fields
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -100,7 +118,15 @@ class TableConfig:
 
     @property
     def merge_mode(self) -> str:
+        if self.record_merge_mode:
+            return self.record_merge_mode
+        if self.custom_merger_class:
+            return "CUSTOM"
         return "EVENT_TIME_ORDERING" if self.ordering_fields else "COMMIT_TIME_ORDERING"
+
+    @property
+    def bucket_index(self) -> bool:
+        return self.index_type == "BUCKET"
 
     def to_properties(self) -> dict[str, str]:
         props = dict(self.extra)
@@ -125,17 +151,31 @@ class TableConfig:
                 "hoodie.datasource.write.partitionpath.urlencode": "false",
                 "hoodie.datasource.write.drop.partition.columns": "false",
                 "hoodie.record.merge.mode": self.merge_mode,
+                "hoodie.record.merge.strategy.id": MERGE_STRATEGY_IDS.get(self.merge_mode, ""),
                 "hoodie.table.checksum": table_checksum(self.database, self.name),
             }
         )
         if self.partition_fields:
             props["hoodie.table.partition.fields"] = ",".join(self.partition_fields)
         if self.ordering_fields:
-            joined = ",".join(self.ordering_fields)
-            props["hoodie.table.ordering.fields"] = joined
-            props["hoodie.table.precombine.field"] = joined
+            # hudi-rs (0.5) refuses a table with several ordering fields: Hudi's keys get the first,
+            # tidemark keeps the whole list (compared lexicographically) under its own key.
+            props["hoodie.table.ordering.fields"] = self.ordering_fields[0]
+            props["hoodie.table.precombine.field"] = self.ordering_fields[0]
+            if len(self.ordering_fields) > 1:
+                props[ALL_ORDERING_FIELDS] = ",".join(self.ordering_fields)
         if self.create_schema:
             props["hoodie.table.create.schema"] = self.create_schema
+        optional = {
+            "hoodie.table.partial.update.mode": self.partial_update_mode,
+            "hoodie.record.merge.column.groups": self.merge_column_groups,
+            "hoodie.write.record.merge.custom.implementation.classes": self.custom_merger_class,
+        }
+        props.update({k: v for k, v in optional.items() if v})
+        if self.bucket_index:
+            props["hoodie.index.type"] = self.index_type
+            props["hoodie.bucket.index.num.buckets"] = str(self.bucket_num_buckets)
+            props["hoodie.bucket.index.hash.field"] = ",".join(self.bucket_hash_fields or self.record_key_fields)
         return props
 
     @classmethod
@@ -146,7 +186,11 @@ class TableConfig:
                 f"table version {version} is not supported: tidemark reads and writes "
                 f"Hudi table version {TABLE_VERSION} (Hudi 1.x) only"
             )
-        ordering = props.get("hoodie.table.ordering.fields") or props.get("hoodie.table.precombine.field")
+        ordering = (
+            props.get(ALL_ORDERING_FIELDS)
+            or props.get("hoodie.table.ordering.fields")
+            or props.get("hoodie.table.precombine.field")
+        )
         known = {
             "hoodie.table.name",
             "hoodie.table.type",
@@ -154,10 +198,20 @@ class TableConfig:
             "hoodie.table.partition.fields",
             "hoodie.table.ordering.fields",
             "hoodie.table.precombine.field",
+            ALL_ORDERING_FIELDS,
             "hoodie.datasource.write.hive_style_partitioning",
             "hoodie.table.create.schema",
             "hoodie.database.name",
+            "hoodie.record.merge.mode",
+            "hoodie.record.merge.strategy.id",
+            "hoodie.table.partial.update.mode",
+            "hoodie.record.merge.column.groups",
+            "hoodie.write.record.merge.custom.implementation.classes",
+            "hoodie.index.type",
+            "hoodie.bucket.index.num.buckets",
+            "hoodie.bucket.index.hash.field",
         }
+        buckets = props.get("hoodie.bucket.index.num.buckets")
         return cls(
             name=props.get("hoodie.table.name", "table"),
             table_type=props.get("hoodie.table.type", COPY_ON_WRITE),
@@ -168,5 +222,12 @@ class TableConfig:
             == "true",
             create_schema=props.get("hoodie.table.create.schema"),
             database=props.get("hoodie.database.name", "default"),
+            record_merge_mode=props.get("hoodie.record.merge.mode"),
+            partial_update_mode=props.get("hoodie.table.partial.update.mode"),
+            merge_column_groups=props.get("hoodie.record.merge.column.groups"),
+            custom_merger_class=props.get("hoodie.write.record.merge.custom.implementation.classes"),
+            index_type=(props.get("hoodie.index.type") or "SIMPLE").upper(),
+            bucket_num_buckets=int(buckets) if buckets and buckets.strip().isdigit() else None,
+            bucket_hash_fields=_split(props.get("hoodie.bucket.index.hash.field")),
             extra={k: v for k, v in props.items() if k not in known},
         )

@@ -32,8 +32,10 @@ from tidemark.format.schema import avro_schema_json
 from tidemark.fsview import FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.server import MarkerServer
+from tidemark.merge import MergeConfig
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
+from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets, new_bucket_salt
 from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.engine import Frame, WritePipeline
 from tidemark.write.file_group import WriteSpec
@@ -80,6 +82,8 @@ class WriteClient:
         self.config = config
         self.make_pipeline = make_pipeline
         self.protocol = protocol or CommitProtocol(storage, config)
+        self.merge_config = MergeConfig.of_table(table_config)
+        self.bucket = bucket_spec(table_config)
 
     def _user_schema(self, pipeline_schema: pa.Schema, table_schema: pa.Schema | None) -> pa.Schema:
         """The table's schema, or (first write) the batch's, checked for the key fields."""
@@ -90,7 +94,9 @@ class WriteClient:
         require_columns("record key", cfg.record_key_fields, names)
         require_columns("partition", cfg.partition_fields, names)
         require_columns("ordering", cfg.ordering_fields, names)
-        return pa.schema([f for f in pipeline_schema if f.name not in META_COLUMNS])
+        schema = pa.schema([f for f in pipeline_schema if f.name not in META_COLUMNS])
+        self.merge_config.check_schema(schema, key_fields=cfg.record_key_fields, partition_fields=cfg.partition_fields)
+        return schema
 
     def write(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
         retries = self.config.retries_on_conflict
@@ -193,7 +199,13 @@ class WriteClient:
         persisted: list[Frame] = []
         try:
             tagged: Frame | None
-            if operation == "bulk_insert":
+            if self.bucket is not None:
+                # The bucket index routes by key hash; bulk_insert writes into the buckets too.
+                batch = pipeline.dedup(prepared)
+                tagged = self._tag_buckets(operation, pipeline, batch, view)
+                tagged = pipeline.persist(tagged)
+                persisted.append(tagged)
+            elif operation == "bulk_insert":
                 batch = pipeline.dedup(prepared) if self.config.combine_before_bulk_insert else prepared
                 tagged = None
             else:
@@ -235,6 +247,22 @@ class WriteClient:
             for persisted_frame in persisted:
                 pipeline.unpersist(persisted_frame)
         return WriteOutcome(instant, tuple(stats), op_name, user_schema)
+
+    def _tag_buckets(self, operation: str, pipeline: WritePipeline, batch: Frame, view: FileSystemView) -> Frame:
+        """Bucket index: each row's file group from its key's bucket; a bucket's current file group
+        is found by listing (file ids start with the bucket number)."""
+        assert self.bucket is not None
+        groups = [(g.partition_path, g.file_id) for g in view.file_groups()]
+        assignment = BucketAssignment(
+            self.bucket,
+            existing_buckets(groups),
+            salt=new_bucket_salt() if operation == "insert_overwrite" else None,
+            only_existing=operation == "delete",
+        )
+        if operation == "insert" and self.config.insert_dup_policy != "none":
+            # drop / fail need to know which keys exist: the one case that looks keys up.
+            batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
+        return pipeline.tag_buckets(batch, view, assignment)
 
     def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame) -> Frame:
         from tidemark.errors import InvalidInputError
@@ -287,6 +315,8 @@ class WriteClient:
             if self.config.early_conflict is not None:
                 self._check_early(pending, pipeline.file_groups_of(rows))
             return pipeline.write_file_groups(rows, base_files), replaced
+        if self.bucket is not None:
+            return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
         updates, inserts = pipeline.split(tagged)
         buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=operation != "insert_overwrite")
         for b in buckets:
@@ -306,6 +336,41 @@ class WriteClient:
             self._check_early(pending, existing)
         return pipeline.write_file_groups(rows, base_files), replaced
 
+    def _write_buckets(
+        self,
+        operation: str,
+        pipeline: WritePipeline,
+        tagged: Frame,
+        view: FileSystemView,
+        pending: PendingWrite,
+        base_files: dict[tuple[str, str], str],
+    ) -> tuple[list[WriteStat], dict[str, list[str]]]:
+        """Bucket index: every row already carries its bucket's file id; write those file groups."""
+        replaced: dict[str, list[str]] = {}
+        if operation == "insert_overwrite":
+            partitions = set(pipeline.insert_counts(tagged))
+            for group in view.file_groups(partitions):
+                replaced.setdefault(group.partition_path, []).append(group.file_id)
+            base_files = {}
+        self.protocol.inflight(pending)
+        rows = pipeline.upsert_rows(tagged, None)
+        if self.config.early_conflict is not None:
+            existing = {key for key in pipeline.file_groups_of(rows) if key in base_files}
+            existing |= {(p, f) for p, ids in replaced.items() for f in ids}
+            self._check_early(pending, existing)
+        return pipeline.write_file_groups(rows, base_files), replaced
+
+
+def bucket_spec(cfg: TableConfig) -> BucketSpec | None:
+    """The table's bucket index, or None with the simple index."""
+    if not cfg.bucket_index:
+        return None
+    return BucketSpec(
+        num_buckets=cfg.bucket_num_buckets or 0,
+        hash_fields=cfg.bucket_hash_fields or cfg.record_key_fields,
+        record_key_fields=cfg.record_key_fields,
+    )
+
 
 def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
     return WriteSpec(
@@ -315,6 +380,7 @@ def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
         ordering_fields=client.table_config.ordering_fields,
         compression=client.config.compression,
         max_file_size=client.config.max_file_size,
+        merge=client.merge_config,
     )
 
 

@@ -18,6 +18,8 @@ import pyarrow as pa
 
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.fsview import FileSystemView
+from tidemark.merge import MergeConfig
+from tidemark.write.bucket import BucketAssignment, BucketSpec
 from tidemark.write.file_group import WriteSpec
 from tidemark.write.plan import InsertBucket
 
@@ -33,6 +35,8 @@ class TableLayout:
     partition_fields: tuple[str, ...]
     ordering_fields: tuple[str, ...]
     hive_style: bool
+    merge: MergeConfig = MergeConfig()  # batch dedup merges repeated keys with the table's merger
+    bucket: BucketSpec | None = None  # bucket index (None: simple index)
 
 
 class WritePipeline(Protocol):
@@ -51,6 +55,11 @@ class WritePipeline(Protocol):
 
     def tag(self, frame: Frame, view: FileSystemView) -> Frame:
         """Add the file id of each key's current file group (null for new keys)."""
+        ...
+
+    def tag_buckets(self, frame: Frame, view: FileSystemView, assignment: BucketAssignment) -> Frame:
+        """Bucket index: set the file id of every row from its key's bucket (no lookup; rows
+        without a partition path, a delete lacking the partition columns, are looked up in ``view``)."""
         ...
 
     def untagged(self, frame: Frame) -> Frame:

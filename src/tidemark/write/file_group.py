@@ -33,11 +33,8 @@ from tidemark.format.names import (
     new_file_id,
 )
 from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_writer
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
 from tidemark.storage import LocalStorage
-
-OP_COLUMN = "_tm_op"  # "U": upsert this record; "D": delete this key
-OP_UPSERT = "U"
-OP_DELETE = "D"
 
 
 @dataclass(frozen=True)
@@ -51,6 +48,7 @@ class WriteSpec:
     compression: str
     max_file_size: int
     markers: MarkerSpec = MarkerSpec()  # how tasks keep markers (and detect conflicts early)
+    merge: MergeConfig = MergeConfig()  # the table's record merging
 
 
 def _codec(name: str) -> str:
@@ -104,21 +102,35 @@ def _with_meta(rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str,
     return pa.Table.from_arrays(arrays, schema=spec.schema)
 
 
-def _incoming_wins(old: pa.Table, new: pa.Table, ordering: Sequence[str]) -> pa.Array:
-    """Per row of ``new`` (all keys also in ``old``): whether it replaces the stored record.
+def _same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """Row by row: whether ``a`` and ``b`` hold equal values (null equals null) in ``columns``."""
+    same = pa.array(np.ones(a.num_rows, dtype=bool))
+    for name in columns:
+        x, y = a.column(name), b.column(name)
+        if x.type != y.type:
+            y = pc.cast(y, x.type)
+        equal = pc.fill_null(pc.equal(x, y), False)
+        both_null = pc.and_(pc.is_null(x), pc.is_null(y))
+        same = pc.and_(same, pc.or_(equal, both_null))
+    return same
 
-    Event-time ordering: the incoming record wins unless the stored one has a
-    greater ordering value; ties go to the incoming record (it is the later write).
-    """
-    if not ordering or new.num_rows == 0:
-        return pa.array([True] * new.num_rows, pa.bool_())
-    field = ordering[0]
-    idx_new = pa.array(range(new.num_rows), pa.int64())
-    left = pa.table({RECORD_KEY: new.column(RECORD_KEY), "_i": idx_new, "_new": new.column(field)})
-    right = pa.table({RECORD_KEY: old.column(RECORD_KEY), "_old": old.column(field)})
-    joined = left.join(right, RECORD_KEY, join_type="left outer").sort_by("_i")
-    older_wins = pc.fill_null(pc.greater(joined.column("_old"), joined.column("_new")), False)
-    return pc.invert(older_wins).combine_chunks()
+
+def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The batch's rows with every column of ``schema`` (absent ones null: a delete carries only
+    its key and ordering values) plus the op column."""
+    n = incoming.num_rows
+    arrays, fields = [], []
+    for field in schema:
+        if field.name in (COMMIT_TIME, COMMIT_SEQNO, FILE_NAME):
+            continue
+        if field.name in incoming.column_names:
+            col = incoming.column(field.name)
+            arrays.append(col if col.type == field.type else pc.cast(col, field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+        fields.append(field)
+    ops = incoming.column(OP_COLUMN) if OP_COLUMN in incoming.column_names else _constant(OP_UPSERT, n)
+    return pa.Table.from_arrays([*arrays, ops], schema=pa.schema([*fields, pa.field(OP_COLUMN, pa.string())]))
 
 
 def write_file_group(
@@ -148,39 +160,47 @@ def write_file_group(
     finally:
         markers.close()
 
-    ops = incoming.column(OP_COLUMN)
-    upserts = incoming.filter(pc.equal(ops, OP_UPSERT))
-    deletes = incoming.filter(pc.equal(ops, OP_DELETE))
+    merger = spec.merge.merger(spec.schema)
+    user_columns = [f.name for f in spec.schema if f.name not in META_COLUMNS]
+    incoming = _conform_incoming(incoming, spec.schema)
     num_updates = num_deletes = 0
     pieces: list[pa.Table] = []
     prev_commit = None
     if base_file is not None:
         old = pq.read_table(storage.full_path(base_file), schema=spec.schema)
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
-        old_keys = old.column(RECORD_KEY)
+        old_keys = old.column(RECORD_KEY).combine_chunks()
         touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
-        touched = old.filter(touched_mask)
+        touched = old.filter(touched_mask).sort_by(RECORD_KEY)
         kept = old.filter(pc.invert(touched_mask))
-        num_deletes = int(
-            pc.sum(pc.is_in(deletes.column(RECORD_KEY), value_set=old_keys.combine_chunks())).as_py() or 0
-        )
-        existing_mask = pc.is_in(upserts.column(RECORD_KEY), value_set=old_keys.combine_chunks())
-        updates = upserts.filter(existing_mask)
-        inserts = upserts.filter(pc.invert(existing_mask))
-        wins = _incoming_wins(touched, updates, spec.ordering_fields)
-        losers_keys = updates.filter(pc.invert(wins)).column(RECORD_KEY).combine_chunks()
-        updates = updates.filter(wins)
+        matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=old_keys)
+        matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
+        fresh_rows = incoming.filter(pc.invert(matched_mask))
+        # The table's merger decides, per stored record, what the batch's record makes of it.
+        older = touched.select(matched.column_names[:-1])
+        older = older.append_column(OP_COLUMN, _constant(OP_UPSERT, older.num_rows))
+        newer = matched.cast(older.schema)
+        merged = merger.merge(older, newer) if touched.num_rows else older
+        deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False)
+        num_deletes = int(pc.sum(deleted).as_py() or 0)
+        # A merge that the batch's record did not change (a stale update or delete) keeps the
+        # stored row as it is, commit time included; an identical re-write counts as an update.
+        as_stored = _same_values(merged, older, user_columns)
+        kept_as_is = pc.and_(as_stored, pc.invert(_same_values(merged, newer, user_columns)))
+        unchanged = pc.and_(pc.invert(deleted), kept_as_is)
+        changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
+        updates = merged.filter(changed)
         num_updates = updates.num_rows
-        # Stored records that beat a stale update stay as they are, commit time included.
-        kept_stale = touched.filter(pc.is_in(touched.column(RECORD_KEY), value_set=losers_keys))
-        kept = pa.concat_tables([kept, kept_stale])
+        kept = pa.concat_tables([kept, touched.filter(unchanged)])
         if kept.num_rows:
             kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME, _constant(name, kept.num_rows))
             pieces.append(kept)
     else:
-        updates = upserts.slice(0, 0)
-        inserts = upserts
-    fresh = pa.concat_tables([updates, inserts]) if updates.num_rows else inserts
+        updates = incoming.slice(0, 0)
+        fresh_rows = incoming
+    # A delete of a key this file group does not hold has nothing to delete.
+    inserts = fresh_rows.filter(pc.not_equal(fresh_rows.column(OP_COLUMN), OP_DELETE))
+    fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
     pieces.append(_with_meta(fresh, spec, name, seq_prefix, 0))
     out = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]

@@ -19,8 +19,10 @@ from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.fsview import FileSystemView
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
+from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN
-from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
 
@@ -93,7 +95,9 @@ class ArrowWritePipeline:
 
     def delete_rows(self, tagged: pa.Table) -> pa.Table:
         found = tagged.filter(pc.is_valid(tagged.column(FILE_ID_COLUMN)))
-        rows = found.select([RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN])
+        # A delete keeps its ordering values: a stale delete must not remove a newer record.
+        ordering = [c for c in self.layout.ordering_fields if c in found.column_names]
+        rows = found.select([RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN, *ordering])
         return rows.append_column(OP_COLUMN, pa.array([OP_DELETE] * rows.num_rows, pa.string()))
 
     # -- preparing the batch ------------------------------------------------------------
@@ -102,8 +106,8 @@ class ArrowWritePipeline:
         names = frame.column_names
         require_columns("record key", layout.record_key_fields, names)
         if keys_only:
-            keep = [c for c in names if c in (*layout.record_key_fields, *layout.partition_fields)]
-            frame = frame.select(keep)
+            wanted = (*layout.record_key_fields, *layout.partition_fields, *layout.ordering_fields)
+            frame = frame.select([c for c in names if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, names)
             plan = plan_columns(frame.schema, self.user_schema, allow_missing=allow_missing)
@@ -129,10 +133,14 @@ class ArrowWritePipeline:
         return frame
 
     def dedup(self, frame: pa.Table) -> pa.Table:
-        """One record per key: greatest ordering value, then the last occurrence (nulls lose)."""
+        """One record per key, merged with the table's merger (for commit-time and event-time
+        ordering: the greatest ordering values, then the last occurrence; nulls lose)."""
         if frame.num_rows <= 1:
             return frame
         keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in frame.column_names]
+        merge = self.layout.merge
+        if not merge.max_by_dedup:
+            return dedup_records(merge.merger(self.user_schema), frame, keys=keys)
         ordering = [c for c in self.layout.ordering_fields if c in frame.column_names]
         indexed = frame.append_column(_SEQ, pa.array(range(frame.num_rows), pa.int64()))
         names = [*keys, *ordering, _SEQ]
@@ -169,6 +177,13 @@ class ArrowWritePipeline:
             existing = existing.select([*on, FILE_ID_COLUMN])
         joined = frame.join(existing, keys=on, join_type="left outer")
         return joined
+
+    def tag_buckets(self, frame: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
+        if PARTITION_PATH not in frame.column_names:  # a delete without partition columns: look keys up
+            return self.tag(frame, view)
+        if FILE_ID_COLUMN in frame.column_names:
+            frame = frame.drop_columns([FILE_ID_COLUMN])
+        return frame.append_column(FILE_ID_COLUMN, assignment.file_ids(frame, PARTITION_PATH))
 
     # -- routing and writing ------------------------------------------------------------
     def insert_counts(self, inserts: pa.Table) -> dict[str, int]:

@@ -29,8 +29,10 @@ from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.fsview import FileSystemView
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
+from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
-from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
 
@@ -186,8 +188,8 @@ class SparkWritePipeline:
         layout = self.layout
         require_columns("record key", layout.record_key_fields, df.columns)
         if keys_only:
-            keep = [c for c in df.columns if c in (*layout.record_key_fields, *layout.partition_fields)]
-            df = df.select(*keep)
+            wanted = (*layout.record_key_fields, *layout.partition_fields, *layout.ordering_fields)
+            df = df.select(*[c for c in df.columns if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, df.columns)
             plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
@@ -225,8 +227,15 @@ class SparkWritePipeline:
             raise NullRecordKeyError(self.layout.record_key_fields, null_count)
 
     def dedup(self, df: DataFrame) -> DataFrame:
-        """One record per key: the greatest ordering value wins, then the last occurrence."""
+        """One record per key, merged with the table's merger.
+
+        Commit-time and event-time ordering keep one whole record (max_by: the greatest
+        ordering values, then the last occurrence); other mergers run on the rows of each key,
+        shuffled together, in arrival order (:func:`tidemark.merge.dedup_records` in tasks).
+        """
         keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns]
+        if not self.layout.merge.max_by_dedup:
+            return self._dedup_with_merger(df, keys)
         value_cols = [c for c in df.columns if c not in keys]
         present = [c for c in self.layout.ordering_fields if c in df.columns]
         order = [F.col(c) for c in present] + [F.col(_SEQ)]
@@ -235,6 +244,24 @@ class SparkWritePipeline:
             return with_seq.dropDuplicates(keys).drop(_SEQ)
         winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
         return with_seq.groupBy(*keys).agg(winner).select(*keys, "_w.*").select(*df.columns)
+
+    def _dedup_with_merger(self, df: DataFrame, keys: list[str]) -> DataFrame:
+        merge_config, user_schema = self.layout.merge, self.user_schema
+        columns = df.columns
+
+        def dedup_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            merger = merge_config.merger(user_schema)
+            received = list(batches)
+            if not received:
+                return
+            table = pa.Table.from_batches(received)
+            table = table.sort_by(_SEQ).drop_columns([_SEQ])
+            yield from dedup_records(merger, table, keys=keys).select(columns).to_batches()
+
+        # The id reflects the batch's order; rows of one key meet in one task, merged in that order.
+        with_seq = df.withColumn(_SEQ, F.monotonically_increasing_id())
+        shuffled = with_seq.repartition(*[F.col(k) for k in keys])
+        return shuffled.mapInArrow(dedup_partition, df.schema)
 
     # -- frame helpers ------------------------------------------------------------------
     def schema_of(self, frame: DataFrame) -> pa.Schema:
@@ -267,7 +294,10 @@ class SparkWritePipeline:
 
     def delete_rows(self, tagged: DataFrame) -> DataFrame:
         found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull())
-        return found.select(RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN).withColumn(OP_COLUMN, F.lit(OP_DELETE))
+        # A delete keeps its ordering values: a stale delete must not remove a newer record.
+        ordering = [c for c in self.layout.ordering_fields if c in found.columns]
+        rows = found.select(RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN, *ordering)
+        return rows.withColumn(OP_COLUMN, F.lit(OP_DELETE))
 
     # -- index --------------------------------------------------------------------------
     def _existing_keys(self, view: FileSystemView, partitions: Sequence[str] | None) -> DataFrame | None:
@@ -306,6 +336,21 @@ class SparkWritePipeline:
             # keys: the table's keys are then never shuffled, only the few that match.
             existing = existing.join(F.broadcast(df.select(*on)), on=on, how="left_semi")
         return df.join(existing, on=on, how="left")
+
+    def tag_buckets(self, df: DataFrame, view: FileSystemView, assignment: BucketAssignment) -> DataFrame:
+        """Every row's file id from its key's bucket, computed in the tasks: no join, no lookup."""
+        if PARTITION_PATH not in df.columns:  # a delete without partition columns: look keys up
+            return self.tag(df, view)
+        if FILE_ID_COLUMN in df.columns:
+            df = df.drop(FILE_ID_COLUMN)
+        out_schema = df.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string")).schema
+
+        def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for batch in batches:
+                table = pa.Table.from_batches([batch])
+                yield from table.append_column(FILE_ID_COLUMN, assignment.file_ids(table, PARTITION_PATH)).to_batches()
+
+        return df.mapInArrow(assign, out_schema)
 
     # -- routing inserts ----------------------------------------------------------------
     def insert_counts(self, inserts: DataFrame) -> dict[str, int]:
