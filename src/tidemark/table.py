@@ -131,9 +131,7 @@ class Table:
         partitions = _names(partition_by, "partition_by")
         ordering = _names(ordering_field, "ordering_field")
         table_type = str(table_type).upper()
-        if table_type == MERGE_ON_READ:
-            raise ConfigError("MERGE_ON_READ tables are not supported yet; use COPY_ON_WRITE")
-        if table_type != COPY_ON_WRITE:
+        if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
             raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
         raw = validate_keys(options or {})
         write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
@@ -287,10 +285,19 @@ class Table:
         return self._write("insert_overwrite", data)
 
     # -- reads --------------------------------------------------------------------------
-    def read_plan(self, *, as_of: str | None = None, filters: Sequence[PartitionFilter] | None = None) -> ReadPlan:
-        plan = snapshot_plan(self.storage, Timeline.load(self.storage), as_of=as_of)
+    def read_plan(
+        self,
+        *,
+        as_of: str | None = None,
+        filters: Sequence[PartitionFilter] | None = None,
+        query_type: str = "snapshot",
+    ) -> ReadPlan:
+        query = _query_type(query_type)
+        plan = snapshot_plan(
+            self.storage, Timeline.load(self.storage), as_of=as_of, read_optimized=query == "read_optimized"
+        )
         files = prune(plan.files, filters, self.config.partition_fields, self.config.hive_style_partitioning)
-        return ReadPlan(tuple(files), plan.commit_times)
+        return ReadPlan(tuple(files), plan.commit_times, logs=plan.logs)
 
     def incremental_plan(self, *, start: str | None = None, end: str | None = None) -> ReadPlan:
         return incremental_plan(self.storage, Timeline.load(self.storage), start=start, end=end)
@@ -299,18 +306,26 @@ class Table:
         if self.spark is None:
             from tidemark.engines.arrow.reader import read_plan as arrow_read
 
-            return arrow_read(self.storage, plan, self.schema)
+            return arrow_read(self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
         from tidemark.engines.spark.reader import read_plan as spark_read
 
-        return spark_read(self.spark, self.storage, plan, self.schema)
+        return spark_read(self.spark, self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
 
-    def read(self, as_of: str | None = None, *, filters: Sequence[PartitionFilter] | None = None) -> Any:
+    def read(
+        self,
+        as_of: str | None = None,
+        *,
+        filters: Sequence[PartitionFilter] | None = None,
+        query_type: str = "snapshot",
+    ) -> Any:
         """The table as of now (or as of instant ``as_of``): meta columns plus user columns.
 
         A Spark DataFrame, or a pyarrow Table when the table was opened with ``spark=None``.
         ``filters`` prune partitions: ``[("city", "=", "sf")]``, ops = != < <= > >= in, not in.
+        ``query_type="read_optimized"`` reads only base files: on a merge-on-read table it
+        skips the log files (faster, but without the changes not yet compacted).
         """
-        return self._read_plan(self.read_plan(as_of=as_of, filters=filters))
+        return self._read_plan(self.read_plan(as_of=as_of, filters=filters, query_type=query_type))
 
     def read_incremental(self, start: str | None = None, end: str | None = None) -> Any:
         """Rows written by commits that *completed* in ``(start, end]`` (completion times)."""
@@ -359,6 +374,13 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"
+
+
+def _query_type(value: str) -> str:
+    query = str(value).lower().replace("-", "_")
+    if query not in ("snapshot", "read_optimized"):
+        raise ConfigError(f"query_type must be snapshot or read_optimized, got {value!r}")
+    return query
 
 
 _TABLE_KEYS = {"hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning"}

@@ -77,7 +77,10 @@ def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None
     # Several files stand for one instant (requested, inflight, completed): keep the furthest.
     if inst is None:
         return False
-    key = (inst.requested_time, inst.action)
+    # v8: a compaction is planned as ``<t>.compaction.requested`` and completes as
+    # ``<t>_<c>.commit``; both stand for one instant, pending as compaction, done as commit.
+    action = Action.COMMIT if inst.action is Action.COMPACTION else inst.action
+    key = (inst.requested_time, action)
     current = best.get(key)
     if current is None or _RANK[inst.state] > _RANK[current.state]:
         best[key] = inst
