@@ -30,10 +30,12 @@ from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_sch
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
 from tidemark.storage import LocalStorage, Storage
-from tidemark.timeline import Instant, Timeline
+from tidemark.timeline import Action, Instant, Timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from tidemark.services.compaction import CompactionResult
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,8 @@ class Table:
         outcome = client.write(operation, data, self.schema)
         if self._schema is None:
             self._adopt_schema(outcome.schema)
+        if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
+            self._compact_inline()
         stats = outcome.stats
         inserts, updates, deletes = counts(stats)
         instant = outcome.instant
@@ -342,6 +346,58 @@ class Table:
         return IncrementalResult(self._read_plan(plan), plan.end, plan.instants)
 
     # -- maintenance --------------------------------------------------------------------
+    def _compact_inline(self) -> None:
+        from tidemark.services.compaction import delta_commits_since_last_compaction
+
+        due = self.write_config.compact_inline_max_delta_commits
+        if delta_commits_since_last_compaction(Timeline.load(self.storage)) >= due:
+            self.compact()
+
+    def compact(self) -> CompactionResult | None:
+        """Compact a merge-on-read table: merge every file slice's logs into a new base file.
+
+        The plan is made under the table lock and takes only logs of deltacommits that
+        completed before it; it runs without the lock, so writers keep appending (their
+        logs land on the new slices). A compaction left pending by a crashed process is
+        finished first. Returns None when there was nothing to compact.
+        """
+        from tidemark.concurrency.heartbeat import Heartbeat
+        from tidemark.services import compaction
+
+        if self.config.table_type != MERGE_ON_READ:
+            raise ConfigError(f"only MERGE_ON_READ tables are compacted; {self.path} is {self.config.table_type}")
+        protocol = self._protocol()
+        timeline = Timeline.load(self.storage)
+        plan = None
+        for pending in compaction.pending_compactions(timeline):
+            if self.write_config.multi_writer and not protocol.heartbeats.is_expired(
+                self.storage, pending.requested_time
+            ):
+                return None  # another process is running it
+            plan = compaction.load_plan(self.storage, pending.requested_time)
+            break
+        if plan is None:
+            with protocol.lock.hold("schedule a compaction"):
+                plan = compaction.schedule(self.storage, Timeline.load(self.storage))
+            if plan is None:
+                return None
+        heartbeat = None
+        if self.write_config.multi_writer:
+            heartbeat = Heartbeat(self.storage, plan.instant_time, protocol.heartbeats).start()
+        try:
+            schema = self.schema or pa.schema([])
+            cfg = self.config
+            stats = compaction.execute(
+                self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
+                compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
+            )
+            with protocol.lock.hold("complete a compaction"):
+                instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)
+        finally:
+            if heartbeat is not None:
+                heartbeat.stop()
+        return compaction.CompactionResult(instant, tuple(stats))
+
     def rollback(self, instant_time: str) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
         with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode

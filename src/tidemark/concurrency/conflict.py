@@ -92,11 +92,17 @@ class ConflictResolutionStrategy:
         window = CommitWindow(mine.instant_time, mine.seen)
         for theirs in window.candidates(timeline):
             if not theirs.is_completed:
-                # A pending table-service plan. Nothing in tidemark schedules compaction or
-                # clustering yet, so such a plan comes from another tool; its files are not
-                # visible and it has not claimed our file groups in a way we can read.
+                # A pending table-service plan. A pending compaction does not conflict with
+                # a deltacommit: our logs complete after its plan, so they are not in it and
+                # the file-system view puts them on the compacted slice. (Clustering plans
+                # are the clustering work's to judge.)
                 continue
             meta = timeline.commit_metadata(theirs)
+            if meta.compacted:
+                # A compaction only merged logs that completed before its plan; logs we
+                # append complete after it and land on its new slices (fsview), so
+                # ingestion on merge-on-read never conflicts with compaction.
+                continue
             self.no_shared_file_groups(mine, theirs, meta)
             if self.check_keys:
                 self.no_concurrent_inserts_of_same_keys(storage, mine, theirs, meta)

@@ -307,6 +307,19 @@ OPTIONS: tuple[Option, ...] = (
         parse_non_negative_int,
         "Spark partitions for the write stage of upsert/insert/delete (0 = Spark's default).",
     ),
+    Option(
+        "hoodie.compact.inline",
+        "false",
+        parse_bool,
+        "Merge-on-read: compact inside the writer, right after a deltacommit, once "
+        "hoodie.compact.inline.max.delta.commits deltacommits piled up since the last compaction.",
+    ),
+    Option(
+        "hoodie.compact.inline.max.delta.commits",
+        "5",
+        parse_positive_int,
+        "Merge-on-read: deltacommits since the last compaction that trigger an inline compaction.",
+    ),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

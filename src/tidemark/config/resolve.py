@@ -40,6 +40,8 @@ class WriteConfig:
     marker_batch_interval_ms: int = 50
     marker_batch_threads: int = 20
     early_conflict: EarlyConflictSettings | None = None  # None: detection off
+    compact_inline: bool = False
+    compact_inline_max_delta_commits: int = 5
 
     @property
     def multi_writer(self) -> bool:
@@ -66,6 +68,8 @@ _FIELDS = {
     "heartbeat_tolerable_misses": "hoodie.client.heartbeat.tolerable.misses",
     "marker_batch_interval_ms": "hoodie.markers.timeline_server_based.batch.interval_ms",
     "marker_batch_threads": "hoodie.markers.timeline_server_based.batch.num_threads",
+    "compact_inline": "hoodie.compact.inline",
+    "compact_inline_max_delta_commits": "hoodie.compact.inline.max.delta.commits",
 }
 
 

@@ -23,6 +23,7 @@ _PARSED = {
     "requested_replace": fastavro.parse_schema(avro_schemas.REQUESTED_REPLACE_METADATA),
     "rollback": fastavro.parse_schema(avro_schemas.ROLLBACK_METADATA),
     "rollback_plan": fastavro.parse_schema(avro_schemas.ROLLBACK_PLAN),
+    "compaction_plan": fastavro.parse_schema(avro_schemas.COMPACTION_PLAN),
 }
 
 
