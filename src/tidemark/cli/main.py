@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, demo, markers, options, rollback, show, timeline
+from tidemark.cli import clean, compact, demo, markers, options, rollback, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -56,6 +56,7 @@ quick start:
                                 file groups two writers both hold
   tidemark clean PATH           roll back writes whose writer died (heartbeat
                                 expired); a live writer's write is never touched
+  tidemark compact PATH         merge-on-read: merge log files into new base files
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -98,7 +99,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, markers, rollback, clean, options):
+    for module in (demo, timeline, show, markers, rollback, clean, compact, options):
         module.add_parser(commands)
     return parser
 

@@ -43,7 +43,7 @@ BROADCAST_BATCH_KEYS = 2_000_000
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
     "prev_base_file string, num_writes long, num_inserts long, num_updates long, "
-    "num_deletes long, file_size long, write_ms long"
+    "num_deletes long, file_size long, write_ms long, base_file string, log_files string"
 )
 
 
@@ -60,6 +60,8 @@ def _stat_row(s: WriteStat) -> dict[str, object]:
         "num_deletes": s.num_deletes,
         "file_size": s.file_size,
         "write_ms": s.total_write_time_ms,
+        "base_file": s.base_file,
+        "log_files": ",".join(s.log_files) if s.log_files else None,  # file names hold no comma
     }
 
 
@@ -76,6 +78,8 @@ _STATS_SCHEMA = pa.schema(
         ("num_deletes", pa.int64()),
         ("file_size", pa.int64()),
         ("write_ms", pa.int64()),
+        ("base_file", pa.string()),
+        ("log_files", pa.string()),
     ]
 )
 
@@ -98,6 +102,10 @@ def _stat_from_row(row: object) -> WriteStat:
         num_deletes=r["num_deletes"],
         file_size=r["file_size"],
         total_write_time_ms=r["write_ms"],
+        base_file=r["base_file"],
+        log_files=tuple(r["log_files"].split(",")) if r["log_files"] else (),
+        log_version=1 if r["log_files"] else None,
+        log_offset=0 if r["log_files"] else None,
     )
 
 
