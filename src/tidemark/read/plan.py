@@ -13,8 +13,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

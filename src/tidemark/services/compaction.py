@@ -28,6 +28,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 
@@ -55,7 +56,7 @@ class CompactionOperation:
     log_files: tuple[str, ...]  # file names, in merge order
     log_bytes: int = 0
 
-    def to_avro(self) -> dict[str, object]:
+    def to_avro(self) -> dict[str, Any]:
         return {
             "baseInstantTime": self.base_instant_time,
             "deltaFilePaths": list(self.log_files),
@@ -67,15 +68,15 @@ class CompactionOperation:
         }
 
     @classmethod
-    def from_avro(cls, rec: dict[str, object]) -> CompactionOperation:
-        metrics = rec.get("metrics") or {}
+    def from_avro(cls, rec: dict[str, Any]) -> CompactionOperation:
+        metrics: dict[str, float] = rec.get("metrics") or {}
         return cls(
             partition_path=str(rec.get("partitionPath") or ""),
             file_id=str(rec.get("fileId") or ""),
             base_instant_time=str(rec.get("baseInstantTime") or ""),
             base_file=str(rec.get("dataFilePath") or ""),
-            log_files=tuple(rec.get("deltaFilePaths") or ()),  # type: ignore[arg-type]
-            log_bytes=int(metrics.get("TOTAL_LOG_FILES_SIZE", 0)),  # type: ignore[union-attr]
+            log_files=tuple(rec.get("deltaFilePaths") or ()),
+            log_bytes=int(metrics.get("TOTAL_LOG_FILES_SIZE", 0)),
         )
 
 

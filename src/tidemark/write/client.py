@@ -26,8 +26,8 @@ from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import EarlyConflictError, HeartbeatExpiredError, WriteConflictError
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.names import META_COLUMNS
 from tidemark.format.log_file import log_schema_json
+from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.format.schema import avro_schema_json
 from tidemark.fsview import FileSystemView
