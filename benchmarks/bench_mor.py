@@ -47,11 +47,23 @@ def make_rows(ids: np.ndarray, partitions: int, version: int) -> pa.Table:
     })
 
 
-def create(path: Path, table_type: str, rows: int, partitions: int) -> Table:
+KINDS = {  # name: (table type, writer options)
+    "COW": ("COPY_ON_WRITE", {}),
+    "MOR": ("MERGE_ON_READ", {}),
+    "MOR-parquet": ("MERGE_ON_READ", {"hoodie.logfile.data.block.format": "parquet"}),
+}
+
+
+def create(path: Path, kind: str, rows: int, partitions: int) -> Table:
+    table_type, options = KINDS[kind]
     t = Table.create(str(path), spark=None, record_key="id", partition_by="part", ordering_field="ts",
-                     table_type=table_type)
+                     table_type=table_type, options=options)
     t.bulk_insert(make_rows(np.arange(rows, dtype=np.int64), partitions, 0))
     return t
+
+
+def reopen(path: Path, kind: str) -> Table:
+    return Table.open(str(path), spark=None, options=KINDS[kind][1])
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -91,62 +103,64 @@ def main() -> None:
         "",
     ]
     try:
-        loaded = {kind: create(work / f"loaded-{kind}", kind, args.rows, args.partitions)
-                  for kind in ("COPY_ON_WRITE", "MERGE_ON_READ")}
+        loaded = {kind: create(work / f"loaded-{kind}", kind, args.rows, args.partitions) for kind in KINDS}
 
         # 1. upsert write cost
-        lines += ["| upsert of one batch | copy-on-write | merge-on-read | MOR / COW |", "|---|---|---|---|"]
-        write_times: dict[str, list[float]] = {"COPY_ON_WRITE": [], "MERGE_ON_READ": []}
-        written: dict[str, list[int]] = {"COPY_ON_WRITE": [], "MERGE_ON_READ": []}
+        lines += ["| upsert of one batch | COW | MOR (Avro blocks) | MOR (parquet blocks) | MOR / COW |",
+                  "|---|---|---|---|---|"]
+        write_times: dict[str, list[float]] = {kind: [] for kind in KINDS}
+        written: dict[str, list[float]] = {kind: [] for kind in KINDS}
         for r in range(args.repeat):
             batch = update_batch(rng, args.rows, args.batch, args.partitions, 1)
             for kind, table in loaded.items():
                 copy = work / f"w-{kind}-{r}"
                 shutil.copytree(table.path, copy)
-                t = Table.open(str(copy), spark=None)
-                seconds, result = timed(lambda t=t: t.upsert(batch))
+                t = reopen(copy, kind)
+                seconds, result = timed(lambda t=t, batch=batch: t.upsert(batch))
                 write_times[kind].append(seconds)
-                written[kind].append(result.bytes_written)
+                written[kind].append(float(result.bytes_written))
                 shutil.rmtree(copy)
-        cow, mor = median(write_times["COPY_ON_WRITE"]), median(write_times["MERGE_ON_READ"])
-        lines.append(f"| wall time | {cow:.3f} s | {mor:.3f} s | {mor / cow:.2f}x |")
-        cow_b, mor_b = median([float(b) for b in written["COPY_ON_WRITE"]]), median(
-            [float(b) for b in written["MERGE_ON_READ"]])
-        lines.append(f"| bytes written | {cow_b / 1e6:.1f} MB | {mor_b / 1e6:.2f} MB | {mor_b / cow_b:.3f}x |")
+        w = {kind: median(v) for kind, v in write_times.items()}
+        b = {kind: median(v) for kind, v in written.items()}
+        lines.append(f"| wall time | {w['COW']:.3f} s | {w['MOR']:.3f} s | {w['MOR-parquet']:.3f} s | "
+                     f"{w['MOR'] / w['COW']:.2f}x / {w['MOR-parquet'] / w['COW']:.2f}x |")
+        lines.append(f"| bytes written | {b['COW'] / 1e6:.1f} MB | {b['MOR'] / 1e6:.2f} MB | "
+                     f"{b['MOR-parquet'] / 1e6:.2f} MB | "
+                     f"{b['MOR'] / b['COW']:.3f}x / {b['MOR-parquet'] / b['COW']:.3f}x |")
         lines.append("")
 
         # 2. snapshot read cost with k logs per slice
         lines += [
-            "| logs per slice | COW snapshot | MOR snapshot | MOR / COW | MOR read-optimized | MOR after compaction |",
-            "|---|---|---|---|---|---|",
+            "| logs per slice | COW snapshot | MOR snapshot (Avro) | MOR snapshot (parquet) | MOR / COW | "
+            "MOR read-optimized | MOR after compaction |",
+            "|---|---|---|---|---|---|---|",
         ]
-        base_read: list[float] = []
-        for kind, table in loaded.items():
-            if kind == "COPY_ON_WRITE":
-                base_read = [timed(lambda table=table: table.read())[0] for _ in range(args.repeat)]
-        lines.append(f"| 0 (freshly loaded) | {median(base_read):.3f} s | | | | |")
+        base_read = [timed(loaded["COW"].read)[0] for _ in range(args.repeat)]
+        lines.append(f"| 0 (freshly loaded) | {median(base_read):.3f} s | | | | | |")
         for k in args.logs:
             tables = {}
             for kind, table in loaded.items():
                 copy = work / f"r-{kind}-{k}"
                 shutil.copytree(table.path, copy)
-                t = Table.open(str(copy), spark=None)
+                t = reopen(copy, kind)
                 batch_rng = np.random.default_rng(100 + k)
                 for v in range(1, k + 1):
                     t.upsert(update_batch(batch_rng, args.rows, args.batch, args.partitions, v))
                 tables[kind] = t
-            cow_t, mor_t = tables["COPY_ON_WRITE"], tables["MERGE_ON_READ"]
-            cow_s = [timed(cow_t.read)[0] for _ in range(args.repeat)]
-            mor_s = [timed(mor_t.read)[0] for _ in range(args.repeat)]
-            ro_s = [timed(lambda: mor_t.read(query_type="read_optimized"))[0] for _ in range(args.repeat)]
-            a, b = cow_t.read(), mor_t.read()
-            assert a.num_rows == b.num_rows == args.rows
-            assert abs(sum(a.column("amount").to_pylist()) - sum(b.column("amount").to_pylist())) < 1e-3
+            reads = {kind: median([timed(t.read)[0] for _ in range(args.repeat)]) for kind, t in tables.items()}
+            mor_t = tables["MOR"]
+            ro = median([timed(lambda t=mor_t: t.read(query_type="read_optimized"))[0] for _ in range(args.repeat)])
+            expected = tables["COW"].read()
+            for kind in ("MOR", "MOR-parquet"):
+                got = tables[kind].read()
+                assert got.num_rows == expected.num_rows == args.rows
+                assert abs(sum(got.column("amount").to_pylist()) - sum(expected.column("amount").to_pylist())) < 1e-3
             mor_t.compact()
-            compacted = [timed(mor_t.read)[0] for _ in range(args.repeat)]
-            cm, mm = median(cow_s), median(mor_s)
-            lines.append(f"| {k} | {cm:.3f} s | {mm:.3f} s | {mm / cm:.2f}x | {median(ro_s):.3f} s | "
-                         f"{median(compacted):.3f} s |")
+            compacted = median([timed(mor_t.read)[0] for _ in range(args.repeat)])
+            cm = reads["COW"]
+            lines.append(f"| {k} | {cm:.3f} s | {reads['MOR']:.3f} s | {reads['MOR-parquet']:.3f} s | "
+                         f"{reads['MOR'] / cm:.2f}x / {reads['MOR-parquet'] / cm:.2f}x | {ro:.3f} s | "
+                         f"{compacted:.3f} s |")
             for t in tables.values():
                 shutil.rmtree(t.path)
     finally:

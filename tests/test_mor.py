@@ -398,3 +398,13 @@ def test_spark_writes_and_reads_merge_on_read_like_hudi_rs(spark: Any, tmp_path:
     assert t.compact() is not None
     assert rows_of(t.read(), COLS) == expected == rows_of(hudi_rs_read_optimized(t.path), COLS)
     assert {i.state for i in Timeline.load(t.storage)} == {State.COMPLETED}
+
+
+def test_parquet_log_blocks_merge_like_avro_ones_and_hudi_rs_reads_them(tmp_path: Path) -> None:
+    t = mor_table(tmp_path / "t", **{"hoodie.logfile.data.block.format": "parquet"})
+    t.upsert(batch([(1, "sf", 1, "a"), (2, "sf", 1, "b")]))
+    update = t.upsert(batch([(1, "sf", 2, "a2")]))
+    t.delete(keys([(2, "sf")]))
+    (stat,) = Timeline.load(t.storage).commit_metadata(Timeline.load(t.storage).get(update.instant_time)).write_stats
+    assert read_log_file(str(tmp_path / "t" / stat.path))[0].block_type == BlockType.PARQUET_DATA
+    assert rows_of(t.read(), COLS) == [(1, "sf", "a2")] == rows_of(hudi_rs_read(t.path), COLS)

@@ -320,6 +320,13 @@ OPTIONS: tuple[Option, ...] = (
         parse_positive_int,
         "Merge-on-read: deltacommits since the last compaction that trigger an inline compaction.",
     ),
+    Option(
+        "hoodie.logfile.data.block.format",
+        "avro",
+        choice("avro", "parquet"),
+        "Merge-on-read: how log files hold upserted records: avro (Hudi's default) or parquet "
+        "(a parquet file inside the block: bigger to write for tiny batches, much faster to read).",
+    ),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

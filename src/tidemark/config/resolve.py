@@ -42,6 +42,7 @@ class WriteConfig:
     early_conflict: EarlyConflictSettings | None = None  # None: detection off
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = 5
+    log_block_format: str = "avro"
 
     @property
     def multi_writer(self) -> bool:
@@ -70,6 +71,7 @@ _FIELDS = {
     "marker_batch_threads": "hoodie.markers.timeline_server_based.batch.num_threads",
     "compact_inline": "hoodie.compact.inline",
     "compact_inline_max_delta_commits": "hoodie.compact.inline.max.delta.commits",
+    "log_block_format": "hoodie.logfile.data.block.format",
 }
 
 

@@ -295,6 +295,16 @@ def avro_data_block(instant_time: str, schema_json: str, rows: pa.Table) -> LogB
     return LogBlock(BlockType.AVRO_DATA, header, content)
 
 
+def parquet_data_block(instant_time: str, schema_json: str, rows: pa.Table, *, compression: str = "snappy") -> LogBlock:
+    """A data block holding ``rows`` as one parquet file (block type 5)."""
+    import pyarrow.parquet as pq
+
+    sink = io.BytesIO()
+    pq.write_table(rows, sink, compression=compression)
+    header = ((HeaderKey.INSTANT_TIME, instant_time), (HeaderKey.SCHEMA, schema_json))
+    return LogBlock(BlockType.PARQUET_DATA, header, sink.getvalue())
+
+
 # -- delete blocks -------------------------------------------------------------------------
 @dataclass(frozen=True)
 class DeleteRecord:
@@ -351,6 +361,7 @@ __all__ = [
     "encode_delete_records",
     "log_file_name",
     "log_schema_json",
+    "parquet_data_block",
     "parse_log_file_name",
     "read_log_file",
 ]

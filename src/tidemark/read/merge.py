@@ -53,12 +53,18 @@ def read_log_records(full_paths: Sequence[str], schema: pa.Schema) -> list[LogRe
                 keys = [r.record_key for r in decode_delete_records(block.content)]
                 out.append(LogRecords(instant, None, pa.array(keys, pa.string())))
             elif block.block_type == BlockType.PARQUET_DATA:
-                import io
-
-                table = pq.read_table(io.BytesIO(block.content))
-                out.append(LogRecords(instant, table.select(schema.names).cast(schema), None))
+                out.append(LogRecords(instant, _aligned(pq.read_table(pa.BufferReader(block.content)), schema), None))
             # Command blocks (rollbacks of v6 tables) and corrupt blocks: nothing to apply.
     return out
+
+
+def _aligned(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` in ``schema``: columns it lacks (written before they existed) become nulls."""
+    n = table.num_rows
+    columns = [
+        table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(n, f.type) for f in schema
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def _last_per_key(table: pa.Table) -> pa.Table:

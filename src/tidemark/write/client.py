@@ -314,6 +314,7 @@ def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
         compression=client.config.compression,
         max_file_size=client.config.max_file_size,
         log_schema=log_schema_json(user_schema, client.table_config.name) if client.merge_on_read else None,
+        log_block_format=client.config.log_block_format,
     )
 
 

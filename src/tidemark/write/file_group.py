@@ -54,6 +54,7 @@ class WriteSpec:
     # Merge-on-read: the Avro schema of log blocks. When set, existing file groups get a
     # log file appended (write.log_append) instead of a rewritten base file.
     log_schema: str | None = None
+    log_block_format: str = "avro"  # or "parquet"
 
 
 def _codec(name: str) -> str:

@@ -17,7 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.log_file import DeleteRecord, avro_data_block, delete_block, encode_block, log_file_name
+from tidemark.format.log_file import (
+    DeleteRecord,
+    avro_data_block,
+    delete_block,
+    encode_block,
+    log_file_name,
+    parquet_data_block,
+)
 from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY, join_partition
 from tidemark.markers import IOType, open_marker_writer
 from tidemark.storage import LocalStorage
@@ -74,7 +81,12 @@ def append_log_file(
     chunks = []
     if upserts.num_rows:
         rows = _log_rows(upserts, spec, file_id, f"{spec.instant_time}_{task_partition}")
-        chunks.append(encode_block(avro_data_block(spec.instant_time, spec.log_schema, rows)))
+        if spec.log_block_format == "parquet":
+            codec = "none" if spec.compression in ("none", "uncompressed") else spec.compression
+            block = parquet_data_block(spec.instant_time, spec.log_schema, rows, compression=codec)
+        else:
+            block = avro_data_block(spec.instant_time, spec.log_schema, rows)
+        chunks.append(encode_block(block))
     if deletes.num_rows:
         keys = deletes.column(RECORD_KEY).to_pylist()
         parts = deletes.column(PARTITION_PATH).to_pylist()
