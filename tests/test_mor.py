@@ -408,3 +408,26 @@ def test_parquet_log_blocks_merge_like_avro_ones_and_hudi_rs_reads_them(tmp_path
     (stat,) = Timeline.load(t.storage).commit_metadata(Timeline.load(t.storage).get(update.instant_time)).write_stats
     assert read_log_file(str(tmp_path / "t" / stat.path))[0].block_type == BlockType.PARQUET_DATA
     assert rows_of(t.read(), COLS) == [(1, "sf", "a2")] == rows_of(hudi_rs_read(t.path), COLS)
+
+
+def test_early_conflict_detection_lets_a_deltacommit_pass_a_compaction(tmp_path: Path) -> None:
+    early = dict(OCC, **{"hoodie.write.concurrency.early.conflict.detection.enable": "true",
+                         "hoodie.write.concurrency.early.conflict.check.commit.conflict": "true"})
+    t = mor_table(tmp_path / "t", **early)
+    t.upsert(batch([(1, "sf", 1, "a")]))
+    t.upsert(batch([(1, "sf", 2, "a2")]))
+    compactor = Table.open(str(tmp_path / "t"), spark=None, options=OCC)
+    original = CommitProtocol.inflight
+
+    def compact_meanwhile(self: CommitProtocol, pending: Any, *args: Any, **kwargs: Any) -> Any:
+        original(self, pending, *args, **kwargs)
+        if pending.action is Action.DELTA_COMMIT and compactor.compact() is None:
+            raise AssertionError("the compaction should have run")
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(CommitProtocol, "inflight", compact_meanwhile):
+        t.upsert(batch([(1, "sf", 3, "a3")]))
+    assert rows_of(t.read(), COLS) == [(1, "sf", "a3")] == rows_of(hudi_rs_read(t.path), COLS)
+    t.close()
+    compactor.close()
