@@ -59,11 +59,7 @@ def mor_table(path: Path, **options: Any) -> Table:
 
 
 def hudi_rs_read_optimized(path: str) -> pa.Table:
-    from hudi import HudiReadOptions, HudiTableBuilder
-
-    table = HudiTableBuilder.from_base_uri(os.path.abspath(path)).build()
-    batches = table.read(HudiReadOptions(hudi_options={"hoodie.read.use.read_optimized.mode": "true"}))
-    return pa.Table.from_batches(batches) if batches else pa.table({})
+    return hudi_rs_read(path, hudi_options={"hoodie.read.use.read_optimized.mode": "true"})
 
 
 def log_files(path: Path) -> list[str]:

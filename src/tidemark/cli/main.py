@@ -38,11 +38,11 @@ USAGE_ERRORS: tuple[type[TidemarkError], ...] = (
 )
 
 DESCRIPTION = """\
-tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
-Python and PySpark, with many concurrent writers (optimistic concurrency
-control). This command inspects tables, rolls back and cleans up failed
-writes, and runs the demo. Only the demo starts Spark; the other commands
-read the files directly.
+tidemark creates, writes and reads Apache Hudi (v8) tables, copy-on-write and
+merge-on-read, from Python and PySpark, with many concurrent writers
+(optimistic concurrency control). This command inspects tables, rolls back and
+cleans up failed writes, compacts merge-on-read tables, and runs the demo. Only
+the demo starts Spark; the other commands read the files directly.
 """
 
 EPILOG = """\

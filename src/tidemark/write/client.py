@@ -251,7 +251,8 @@ class WriteClient:
         for inst in reversed(timeline.by_completion_time()):
             if not inst.action.writes_data:
                 continue
-            stats = timeline.commit_metadata(inst).write_stats
+            # Log files (merge-on-read) hold Avro rows: they say nothing of a base file's record size.
+            stats = [s for s in timeline.commit_metadata(inst).write_stats if not s.log_files]
             rows = sum(s.num_writes for s in stats)
             size = sum(s.file_size for s in stats)
             if rows > 0 and size > 0:
