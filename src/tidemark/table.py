@@ -387,9 +387,14 @@ class Table:
         try:
             schema = self.schema or pa.schema([])
             cfg = self.config
+            run_slices = None
+            if self.spark is not None:  # one Spark task per slice; else one after the other here
+                pipeline = self._pipeline_factory()(None, schema, "upsert")
+                run_slices = pipeline.compact_slices
             stats = compaction.execute(
                 self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
+                run_slices=run_slices,
             )
             with protocol.lock.hold("complete a compaction"):
                 instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +115,9 @@ class CompactionResult:
         return tuple(sorted(s.file_id for s in self.stats))
 
 
+SliceRunner = Callable[[WriteSpec, list[CompactionOperation]], list[WriteStat]]
+
+
 def pending_compactions(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending if i.action is Action.COMPACTION]
 
@@ -175,8 +178,8 @@ def load_plan(storage: Storage, instant_time: str) -> CompactionPlan:
     return CompactionPlan.from_bytes(instant_time, storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
 
 
-def _compact_slice(spec: WriteSpec, storage: Storage, op: CompactionOperation, task: int,
-                   ordering_fields: Sequence[str]) -> WriteStat:
+def compact_slice(spec: WriteSpec, storage: Storage, op: CompactionOperation, task: int) -> WriteStat:
+    """Merge one planned slice into a new base file (what one engine task does)."""
     started = time.monotonic()
     token = write_token(task, 0, 0)
     name = base_file_name(op.file_id, token, spec.instant_time)
@@ -188,7 +191,7 @@ def _compact_slice(spec: WriteSpec, storage: Storage, op: CompactionOperation, t
         markers.close()
     base_path = join_partition(op.partition_path, op.base_file)
     log_paths = [storage.full_path(join_partition(op.partition_path, f)) for f in op.log_files]
-    merged = read_slice(storage.full_path(base_path), log_paths, ordering_fields, spec.schema)
+    merged = read_slice(storage.full_path(base_path), log_paths, spec.ordering_fields, spec.schema)
     # Records keep their commit time and sequence number: the compaction changes no record.
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
                                _constant(name, merged.num_rows))
@@ -222,8 +225,13 @@ def execute(
     ordering_fields: Sequence[str],
     compression: str,
     max_file_size: int,
+    run_slices: SliceRunner | None = None,
 ) -> list[WriteStat]:
-    """Write the compacted base files of ``plan`` (no lock held). Safe to run again."""
+    """Write the compacted base files of ``plan`` (no lock held). Safe to run again.
+
+    ``run_slices`` runs :func:`compact_slice` over the operations (an engine: Spark
+    tasks); by default they run one after the other in this process.
+    """
     inflight = instant_file_name(plan.instant_time, Action.COMPACTION, State.INFLIGHT)
     storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
     for leftover in marked_data_files(storage, plan.instant_time):  # a previous attempt died
@@ -238,7 +246,9 @@ def execute(
         max_file_size=max_file_size,
         markers=MarkerSpec(),
     )
-    return [_compact_slice(spec, storage, op, i, ordering_fields) for i, op in enumerate(plan.operations)]
+    if run_slices is not None:
+        return run_slices(spec, list(plan.operations))
+    return [compact_slice(spec, storage, op, i) for i, op in enumerate(plan.operations)]
 
 
 def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat], *, user_schema: pa.Schema,
@@ -262,6 +272,7 @@ __all__ = [
     "CompactionOperation",
     "CompactionPlan",
     "CompactionResult",
+    "compact_slice",
     "complete",
     "delta_commits_since_last_compaction",
     "execute",

@@ -360,6 +360,31 @@ class SparkWritePipeline:
         out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
         return self._run_write_job(out)
 
+    def compact_slices(self, spec: WriteSpec, operations: Sequence[Any]) -> list[WriteStat]:
+        """Compaction: one Spark task per planned file slice (services.compaction.compact_slice)."""
+        import json
+
+        from tidemark.services.compaction import CompactionOperation, compact_slice
+        from tidemark.storage import LocalStorage
+
+        self.spec = spec
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
+                    operation = CompactionOperation.from_avro(json.loads(op))
+                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task)
+                    yield from _stats_table([stat]).to_batches()
+
+        rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
+        tasks = min(len(rows), self.spark.sparkContext.defaultParallelism * 4) or 1
+        ops = self.spark.createDataFrame(rows, "task int, op string").repartition(tasks)
+        compacted = {op.file_id: len(op.log_files) for op in operations}
+        stats = self._run_write_job(ops.mapInArrow(run, STATS_DDL))
+        from dataclasses import replace
+
+        return [replace(s, log_files_compacted=compacted.get(s.file_id, 0)) for s in stats]
+
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
         spec = self.spec
 
