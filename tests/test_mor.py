@@ -427,3 +427,14 @@ def test_early_conflict_detection_lets_a_deltacommit_pass_a_compaction(tmp_path:
     assert rows_of(t.read(), COLS) == [(1, "sf", "a3")] == rows_of(hudi_rs_read(t.path), COLS)
     t.close()
     compactor.close()
+
+
+def test_without_an_ordering_field_the_later_commit_wins(tmp_path: Path) -> None:
+    t = Table.create(str(tmp_path / "t"), spark=None, record_key="id", table_type="MERGE_ON_READ")
+    t.upsert(pa.table({"id": [1, 2], "v": ["a", "b"]}))
+    t.upsert(pa.table({"id": [1], "v": ["a2"]}))
+    t.upsert(pa.table({"id": [1], "v": ["a3"]}))
+    t.delete(pa.table({"id": [2]}))
+    assert rows_of(t.read(), ["id", "v"]) == [(1, "a3")]
+    assert t.compact() is not None
+    assert rows_of(t.read(query_type="read_optimized"), ["id", "v"]) == [(1, "a3")]
