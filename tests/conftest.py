@@ -51,7 +51,8 @@ def hudi_rs_read(path: str, **options: Any) -> pa.Table:
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
     table = HudiTableBuilder.from_base_uri(os.path.abspath(path)).build()
-    read_options = HudiReadOptions()
+    # hudi_options={"hoodie.read.use.read_optimized.mode": "true"}: a read-optimized query
+    read_options = HudiReadOptions(hudi_options=options.get("hudi_options") or {})
     if "as_of" in options:
         read_options = read_options.with_as_of_timestamp(options["as_of"])
     if "start" in options or "end" in options:

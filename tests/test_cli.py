@@ -28,7 +28,7 @@ from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.write.commit import CommitProtocol, PendingWrite
 
-COMMANDS = ("demo", "timeline", "show", "markers", "rollback", "clean", "cluster", "options")
+COMMANDS = ("demo", "timeline", "show", "markers", "rollback", "clean", "cluster", "compact", "options")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

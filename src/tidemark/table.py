@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from tidemark.services.cluster import ClusteringProgress
+    from tidemark.services.compaction import CompactionResult
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +171,7 @@ class Table:
         partitions = _names(partition_by, "partition_by")
         ordering = _names(ordering_field, "ordering_field")
         table_type = str(table_type).upper()
-        if table_type == MERGE_ON_READ:
-            raise ConfigError("MERGE_ON_READ tables are not supported yet; use COPY_ON_WRITE")
-        if table_type != COPY_ON_WRITE:
+        if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
             raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
         raw = validate_keys(options or {})
         write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
@@ -308,6 +307,8 @@ class Table:
                 log.info("write lost to clustering %s; running it again", conflict.clustering_instant)
         if self._schema is None:
             self._adopt_schema(outcome.schema)
+        if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
+            self._compact_inline()
         stats = outcome.stats
         inserts, updates, deletes = counts(stats)
         instant = outcome.instant
@@ -374,10 +375,19 @@ class Table:
         return self._write("insert_overwrite", data)
 
     # -- reads --------------------------------------------------------------------------
-    def read_plan(self, *, as_of: str | None = None, filters: Sequence[PartitionFilter] | None = None) -> ReadPlan:
-        plan = snapshot_plan(self.storage, Timeline.load(self.storage), as_of=as_of)
+    def read_plan(
+        self,
+        *,
+        as_of: str | None = None,
+        filters: Sequence[PartitionFilter] | None = None,
+        query_type: str = "snapshot",
+    ) -> ReadPlan:
+        query = _query_type(query_type)
+        plan = snapshot_plan(
+            self.storage, Timeline.load(self.storage), as_of=as_of, read_optimized=query == "read_optimized"
+        )
         files = prune(plan.files, filters, self.config.partition_fields, self.config.hive_style_partitioning)
-        return ReadPlan(tuple(files), plan.commit_times)
+        return ReadPlan(tuple(files), plan.commit_times, logs=plan.logs)
 
     def incremental_plan(self, *, start: str | None = None, end: str | None = None) -> ReadPlan:
         return incremental_plan(self.storage, Timeline.load(self.storage), start=start, end=end)
@@ -386,18 +396,26 @@ class Table:
         if self.spark is None:
             from tidemark.engines.arrow.reader import read_plan as arrow_read
 
-            return arrow_read(self.storage, plan, self.schema)
+            return arrow_read(self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
         from tidemark.engines.spark.reader import read_plan as spark_read
 
-        return spark_read(self.spark, self.storage, plan, self.schema)
+        return spark_read(self.spark, self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
 
-    def read(self, as_of: str | None = None, *, filters: Sequence[PartitionFilter] | None = None) -> Any:
+    def read(
+        self,
+        as_of: str | None = None,
+        *,
+        filters: Sequence[PartitionFilter] | None = None,
+        query_type: str = "snapshot",
+    ) -> Any:
         """The table as of now (or as of instant ``as_of``): meta columns plus user columns.
 
         A Spark DataFrame, or a pyarrow Table when the table was opened with ``spark=None``.
         ``filters`` prune partitions: ``[("city", "=", "sf")]``, ops = != < <= > >= in, not in.
+        ``query_type="read_optimized"`` reads only base files: on a merge-on-read table it
+        skips the log files (faster, but without the changes not yet compacted).
         """
-        return self._read_plan(self.read_plan(as_of=as_of, filters=filters))
+        return self._read_plan(self.read_plan(as_of=as_of, filters=filters, query_type=query_type))
 
     def read_incremental(self, start: str | None = None, end: str | None = None) -> Any:
         """Rows written by commits that *completed* in ``(start, end]`` (completion times)."""
@@ -414,6 +432,63 @@ class Table:
         return IncrementalResult(self._read_plan(plan), plan.end, plan.instants)
 
     # -- maintenance --------------------------------------------------------------------
+    def _compact_inline(self) -> None:
+        from tidemark.services.compaction import delta_commits_since_last_compaction
+
+        due = self.write_config.compact_inline_max_delta_commits
+        if delta_commits_since_last_compaction(Timeline.load(self.storage)) >= due:
+            self.compact()
+
+    def compact(self) -> CompactionResult | None:
+        """Compact a merge-on-read table: merge every file slice's logs into a new base file.
+
+        The plan is made under the table lock and takes only logs of deltacommits that
+        completed before it; it runs without the lock, so writers keep appending (their
+        logs land on the new slices). A compaction left pending by a crashed process is
+        finished first. Returns None when there was nothing to compact.
+        """
+        from tidemark.concurrency.heartbeat import Heartbeat
+        from tidemark.services import compaction
+
+        if self.config.table_type != MERGE_ON_READ:
+            raise ConfigError(f"only MERGE_ON_READ tables are compacted; {self.path} is {self.config.table_type}")
+        protocol = self._protocol()
+        timeline = Timeline.load(self.storage)
+        plan = None
+        for pending in compaction.pending_compactions(timeline):
+            if self.write_config.multi_writer and not protocol.heartbeats.is_expired(
+                self.storage, pending.requested_time
+            ):
+                return None  # another process is running it
+            plan = compaction.load_plan(self.storage, pending.requested_time)
+            break
+        if plan is None:
+            with protocol.lock.hold("schedule a compaction"):
+                plan = compaction.schedule(self.storage, Timeline.load(self.storage))
+            if plan is None:
+                return None
+        heartbeat = None
+        if self.write_config.multi_writer:
+            heartbeat = Heartbeat(self.storage, plan.instant_time, protocol.heartbeats).start()
+        try:
+            schema = self.schema or pa.schema([])
+            cfg = self.config
+            run_slices = None
+            if self.spark is not None:  # one Spark task per slice; else one after the other here
+                pipeline = self._pipeline_factory()(None, schema, "upsert")
+                run_slices = pipeline.compact_slices
+            stats = compaction.execute(
+                self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
+                compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
+                run_slices=run_slices,
+            )
+            with protocol.lock.hold("complete a compaction"):
+                instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)
+        finally:
+            if heartbeat is not None:
+                heartbeat.stop()
+        return compaction.CompactionResult(instant, tuple(stats))
+
     def rollback(self, instant_time: str) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
         with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
@@ -521,6 +596,13 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"
+
+
+def _query_type(value: str) -> str:
+    query = str(value).lower().replace("-", "_")
+    if query not in ("snapshot", "read_optimized"):
+        raise ConfigError(f"query_type must be snapshot or read_optimized, got {value!r}")
+    return query
 
 
 _TABLE_KEYS = {"hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning"}

@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, cluster, demo, markers, options, rollback, show, timeline
+from tidemark.cli import clean, cluster, compact, demo, markers, options, rollback, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -38,11 +38,12 @@ USAGE_ERRORS: tuple[type[TidemarkError], ...] = (
 )
 
 DESCRIPTION = """\
-tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
-Python and PySpark, with many concurrent writers (optimistic concurrency
-control). This command inspects tables, rolls back and cleans up failed
-writes, runs table services (clustering) and the demo. Only the demo (and
-`cluster --spark`) starts Spark; the other commands read the files directly.
+tidemark creates, writes and reads Apache Hudi (v8) tables, copy-on-write and
+merge-on-read, from Python and PySpark, with many concurrent writers
+(optimistic concurrency control). This command inspects tables, rolls back and
+cleans up failed writes, runs table services (clustering, compaction) and the
+demo. Only the demo (and `cluster --spark`) starts Spark; the other commands
+read the files directly.
 """
 
 EPILOG = """\
@@ -58,6 +59,7 @@ quick start:
                                 expired); a live writer's write is never touched
   tidemark cluster PATH         rewrite small files into big ones (optionally
                                 --sort-by columns), while writers keep writing
+  tidemark compact PATH         merge-on-read: merge log files into new base files
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -100,7 +102,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, markers, rollback, clean, cluster, options):
+    for module in (demo, timeline, show, markers, rollback, clean, cluster, compact, options):
         module.add_parser(commands)
     return parser
 

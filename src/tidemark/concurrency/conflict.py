@@ -107,10 +107,17 @@ class ConflictResolutionStrategy:
                 if theirs.action is Action.CLUSTERING and self.reject_updates_under_clustering:
                     self.not_under_pending_clustering(timeline, mine, theirs)
                 # Otherwise a pending plan lets the write through: a clustering checks at its own
-                # commit and aborts if we touched its file groups (ingestion wins); compaction plans
-                # come only from other tools (tidemark writes copy-on-write tables).
+                # commit and aborts if we touched its file groups (ingestion wins). A pending
+                # compaction does not conflict with a deltacommit: our logs complete after its
+                # plan, so they are not in it and the file-system view puts them on the
+                # compacted slice.
                 continue
             meta = timeline.commit_metadata(theirs)
+            if meta.compacted:
+                # A compaction only merged logs that completed before its plan; logs we
+                # append complete after it and land on its new slices (fsview), so
+                # ingestion on merge-on-read never conflicts with compaction.
+                continue
             if meta.operation == CLUSTER_OPERATION:
                 self.not_replaced_by_clustering(mine, theirs, meta)
                 # A clustering rewrites rows with their own commit times: it inserts no new key.

@@ -181,6 +181,8 @@ class ConflictDetector:
             if inst.requested_time == mine or inst.requested_time in seen:
                 continue
             meta = timeline.commit_metadata(inst)
+            if meta.compacted:
+                continue  # our logs land on the compacted slices: no conflict (see conflict.py)
             touched = [(s.partition_path, s.file_id) for s in meta.write_stats]
             touched += [(p, f) for p, ids in meta.replaced_file_ids.items() for f in ids]
             for partition, file_id in touched:

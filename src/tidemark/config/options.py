@@ -425,6 +425,26 @@ OPTIONS: tuple[Option, ...] = (
         parse_non_negative_int,
         "Spark partitions for the write stage of upsert/insert/delete (0 = Spark's default).",
     ),
+    Option(
+        "hoodie.compact.inline",
+        "false",
+        parse_bool,
+        "Merge-on-read: compact inside the writer, right after a deltacommit, once "
+        "hoodie.compact.inline.max.delta.commits deltacommits piled up since the last compaction.",
+    ),
+    Option(
+        "hoodie.compact.inline.max.delta.commits",
+        "5",
+        parse_positive_int,
+        "Merge-on-read: deltacommits since the last compaction that trigger an inline compaction.",
+    ),
+    Option(
+        "hoodie.logfile.data.block.format",
+        "avro",
+        choice("avro", "parquet"),
+        "Merge-on-read: how log files hold upserted records: avro (Hudi's default) or parquet "
+        "(a parquet file inside the block: bigger to write for tiny batches, much faster to read).",
+    ),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

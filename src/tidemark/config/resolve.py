@@ -59,6 +59,9 @@ class WriteConfig:
     marker_batch_threads: int = 20
     early_conflict: EarlyConflictSettings | None = None  # None: detection off
     clustering: ClusteringConfig = field(default_factory=ClusteringConfig)
+    compact_inline: bool = False
+    compact_inline_max_delta_commits: int = 5
+    log_block_format: str = "avro"
 
     @property
     def multi_writer(self) -> bool:
@@ -85,6 +88,9 @@ _FIELDS = {
     "heartbeat_tolerable_misses": "hoodie.client.heartbeat.tolerable.misses",
     "marker_batch_interval_ms": "hoodie.markers.timeline_server_based.batch.interval_ms",
     "marker_batch_threads": "hoodie.markers.timeline_server_based.batch.num_threads",
+    "compact_inline": "hoodie.compact.inline",
+    "compact_inline_max_delta_commits": "hoodie.compact.inline.max.delta.commits",
+    "log_block_format": "hoodie.logfile.data.block.format",
 }
 
 

@@ -235,3 +235,52 @@ ROLLBACK_PLAN: dict[str, Any] = {
         {"name": "version", "type": ["int", "null"], "default": 1},
     ],
 }
+
+# The compaction plan of ``<t>.compaction.requested``, as found in a file written by Hudi 1.x.
+_MAP_STR = {"type": "map", "values": _STR, "avro.java.string": "String"}
+COMPACTION_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCompactionPlan",
+    "namespace": _NS,
+    "fields": [
+        {
+            "name": "operations",
+            "type": [
+                "null",
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "HoodieCompactionOperation",
+                        "fields": [
+                            {"name": "baseInstantTime", "type": ["null", _STR]},
+                            _field("deltaFilePaths", {"type": "array", "items": _STR}),
+                            _field("dataFilePath", _STR),
+                            {"name": "fileId", "type": ["null", _STR]},
+                            _field("partitionPath", _STR),
+                            _field("metrics", {"type": "map", "values": "double", "avro.java.string": "String"}),
+                            _field("bootstrapFilePath", _STR),
+                        ],
+                    },
+                },
+            ],
+            "default": None,
+        },
+        _field("extraMetadata", _MAP_STR),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        _field(
+            "strategy",
+            {
+                "type": "record",
+                "name": "HoodieCompactionStrategy",
+                "fields": [
+                    _field("compactorClassName", _STR),
+                    _field("strategyParams", _MAP_STR),
+                    {"name": "version", "type": ["int", "null"], "default": 1},
+                ],
+            },
+        ),
+        {"name": "preserveHoodieMetadata", "type": ["boolean", "null"], "default": False},
+        _field("missingSchedulePartitions", {"type": "array", "items": _STR}),
+    ],
+}

@@ -23,6 +23,7 @@ _PARSED = {
     "requested_replace": fastavro.parse_schema(avro_schemas.REQUESTED_REPLACE_METADATA),
     "rollback": fastavro.parse_schema(avro_schemas.ROLLBACK_METADATA),
     "rollback_plan": fastavro.parse_schema(avro_schemas.ROLLBACK_PLAN),
+    "compaction_plan": fastavro.parse_schema(avro_schemas.COMPACTION_PLAN),
 }
 
 
@@ -41,6 +42,19 @@ class WriteStat:
     file_size: int
     prev_base_file: str | None = None
     total_write_time_ms: int = 0
+    # Merge-on-read: a deltacommit that appended a log file names the slice's base file and
+    # the log files it wrote (file names, not paths); ``path`` is then the log file's path.
+    base_file: str | None = None
+    log_files: tuple[str, ...] = ()
+    log_version: int | None = None
+    log_offset: int | None = None
+    # Compaction: how many log files / log records it merged into the new base file.
+    log_files_compacted: int = 0
+    log_records_compacted: int = 0
+
+    @property
+    def is_log(self) -> bool:
+        return bool(self.log_files)
 
     def to_avro(self) -> dict[str, Any]:
         zero_longs = (
@@ -69,6 +83,13 @@ class WriteStat:
             numInserts=self.num_inserts,
             fileSizeInBytes=self.file_size,
             prevBaseFile=self.prev_base_file,
+            baseFile=self.base_file,
+            logFiles=list(self.log_files) if self.log_files else None,
+            logVersion=self.log_version,
+            logOffset=self.log_offset,
+            totalLogFilesCompacted=self.log_files_compacted,
+            totalLogRecords=self.log_records_compacted,
+            totalUpdatedRecordsCompacted=self.log_records_compacted,
             runtimeStats={
                 "totalScanTime": 0,
                 "totalCreateTime": self.total_write_time_ms if self.prev_commit is None else 0,
@@ -95,6 +116,12 @@ class WriteStat:
             total_write_time_ms=max(
                 (runtime.get("totalCreateTime") or 0, runtime.get("totalUpsertTime") or 0), default=0
             ),
+            base_file=rec.get("baseFile"),
+            log_files=tuple(rec.get("logFiles") or ()),
+            log_version=rec.get("logVersion"),
+            log_offset=rec.get("logOffset"),
+            log_files_compacted=rec.get("totalLogFilesCompacted") or 0,
+            log_records_compacted=rec.get("totalLogRecords") or 0,
         )
 
 
@@ -107,6 +134,7 @@ class CommitMetadata:
     extra: Mapping[str, str] = field(default_factory=dict)
     replaced_file_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     is_replace: bool = False
+    compacted: bool = False  # written by a compaction (completes as a ``commit`` in v8)
 
     @property
     def schema_json(self) -> str | None:
@@ -128,7 +156,7 @@ class CommitMetadata:
             by_partition.setdefault(stat.partition_path, []).append(stat.to_avro())
         rec: dict[str, Any] = {
             "partitionToWriteStats": by_partition,
-            "compacted": False,
+            "compacted": self.compacted,
             "extraMetadata": dict(self.extra),
             "version": 1,
             "operationType": self.operation,
@@ -153,6 +181,7 @@ class CommitMetadata:
             extra=dict(rec.get("extraMetadata") or {}),
             replaced_file_ids={p: tuple(v) for p, v in (replaced_raw or {}).items()},
             is_replace=replaced_raw is not None,
+            compacted=bool(rec.get("compacted")),
         )
 
 

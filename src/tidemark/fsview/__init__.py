@@ -1,5 +1,5 @@
 """File-system view: the file groups and slices visible at a point of the timeline."""
 
-from tidemark.fsview.view import BaseFile, FileGroup, FileSystemView
+from tidemark.fsview.view import BaseFile, FileGroup, FileSlice, FileSystemView, LogFile, order_log_files
 
-__all__ = ["BaseFile", "FileGroup", "FileSystemView"]
+__all__ = ["BaseFile", "FileGroup", "FileSlice", "FileSystemView", "LogFile", "order_log_files"]

@@ -1,10 +1,18 @@
-"""Which files a reader sees: latest base file of each live file group.
+"""Which files a reader sees: the file slices of each live file group.
 
 A data file belongs to the instant named in its file name. It is visible only
 if that instant is completed (and, for time travel, not after the ``as_of``
 time). File groups replaced by a completed ``replacecommit`` (insert_overwrite,
 clustering) disappear from the view from that instant on. Files of pending or
 failed instants are never visible, whatever their age.
+
+Merge-on-read: a file slice is a base file plus the log files written on top of
+it. A log file joins the slice with the greatest base instant time at or before
+the *completion* time of the deltacommit that wrote it (Hudi 1.x and hudi-rs
+do the same for table version 8). So a log whose deltacommit started before a
+compaction was planned but completed after it lands on the compacted base:
+compaction never loses a late log. :func:`order_log_files` fixes the order in
+which a slice's logs are merged.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import parse_base_file_name
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
@@ -30,15 +39,67 @@ class BaseFile:
         return self.path.rsplit("/", 1)[-1]
 
 
+@dataclass(frozen=True)
+class LogFile:
+    partition_path: str
+    file_id: str
+    instant_time: str  # requested time of the deltacommit that wrote it
+    completion_time: str
+    version: int
+    write_token: str
+    path: str  # relative to the table base
+    size: int
+
+    @property
+    def name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+
+def order_log_files(logs: Iterable[LogFile]) -> list[LogFile]:
+    """The order in which a slice's logs are merged (later wins ties of the ordering field).
+
+    By the deltacommit's requested time, then version and write token, as hudi-rs
+    orders them. Non-blocking concurrency control will want completion-time order:
+    change it here and nowhere else.
+    """
+    return sorted(logs, key=lambda f: (f.instant_time, f.version, f.write_token))
+
+
+@dataclass
+class FileSlice:
+    base: BaseFile
+    logs: list[LogFile] = field(default_factory=list)  # in merge order
+
+    @property
+    def base_instant_time(self) -> str:
+        return self.base.instant_time
+
+
 @dataclass
 class FileGroup:
     partition_path: str
     file_id: str
     base_files: list[BaseFile] = field(default_factory=list)  # oldest first
+    slices: list[FileSlice] = field(default_factory=list)  # one per base file, oldest first
 
     @property
     def latest(self) -> BaseFile:
         return self.base_files[-1]
+
+    @property
+    def latest_slice(self) -> FileSlice:
+        return self.slices[-1]
+
+    def add_log(self, log: LogFile) -> bool:
+        """Put ``log`` in its slice: the latest whose base instant is not after the log's completion."""
+        chosen = None
+        for s in self.slices:
+            if s.base_instant_time <= log.completion_time:
+                chosen = s
+        if chosen is None:  # a log older than every visible base file: nothing to apply it to
+            return False
+        chosen.logs = order_log_files([*chosen.logs, log])
+        return True
 
 
 class FileSystemView:
@@ -64,9 +125,13 @@ class FileSystemView:
                     replaced.update((partition, f) for f in ids)
 
         found: dict[tuple[str, str, str], list[BaseFile]] = {}
+        logs: list[LogFile] = []
         for info in self.storage.walk_files(""):
             parsed = parse_base_file_name(info.name)
             if parsed is None:
+                log = self._visible_log(info.path, info.name, info.size)
+                if log is not None and (log.partition_path, log.file_id) not in replaced:
+                    logs.append(log)
                 continue
             owner = self.timeline.completed_instant(parsed.instant_time)
             if not self._visible_instant(owner):
@@ -89,7 +154,26 @@ class FileSystemView:
             group.base_files.append(bases[0])
         for group in groups.values():
             group.base_files.sort(key=lambda b: b.instant_time)
+            group.slices = [FileSlice(b) for b in group.base_files]
+        for log in logs:
+            owner_group = groups.get((log.partition_path, log.file_id))
+            if owner_group is not None:
+                owner_group.add_log(log)
         return groups
+
+    def _visible_log(self, path: str, name: str, size: int) -> LogFile | None:
+        if not name.startswith("."):
+            return None
+        parsed = parse_log_file_name(name)
+        if parsed is None:
+            return None
+        owner = self.timeline.completed_instant(parsed.instant_time)
+        if not self._visible_instant(owner):
+            return None
+        assert owner is not None and owner.completion_time is not None
+        partition = path.rsplit("/", 1)[0] if "/" in path else ""
+        return LogFile(partition, parsed.file_id, parsed.instant_time, owner.completion_time, parsed.version,
+                       parsed.write_token, path, size)
 
     def file_groups(self, partitions: Iterable[str] | None = None) -> list[FileGroup]:
         wanted = set(partitions) if partitions is not None else None
@@ -97,6 +181,9 @@ class FileSystemView:
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         return [g.latest for g in self.file_groups(partitions)]
+
+    def latest_file_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
+        return [g.latest_slice for g in self.file_groups(partitions)]
 
     def partitions(self) -> list[str]:
         return sorted({g.partition_path for g in self._groups.values()})

@@ -1,6 +1,8 @@
 """Read planning, engine-free: which base files a query reads and which rows it keeps.
 
-* snapshot: the latest base file of every live file group;
+* snapshot: the latest file slice of every live file group (base file, plus
+  its log files on merge-on-read tables, merged by :mod:`tidemark.read.merge`);
+* read-optimized: the latest base files only (no logs: fast, possibly stale);
 * time travel (``as_of``): the same, counting only instants requested at or
   before ``as_of`` (Hudi's rule, shared with hudi-rs);
 * incremental: file groups touched by instants whose *completion* time lies in
@@ -11,12 +13,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.errors import InvalidInputError
 from tidemark.fsview import BaseFile, FileSystemView
+from tidemark.fsview.view import FileGroup, LogFile
 from tidemark.storage import Storage
 from tidemark.timeline import Instant, Timeline
 from tidemark.timeline.instant_time import parse_instant_time
@@ -30,6 +33,19 @@ class ReadPlan:
     commit_times: frozenset[str] | None  # keep only rows with these _hoodie_commit_time values
     instants: tuple[Instant, ...] = ()  # incremental: the instants read, by completion time
     end: str | None = None  # incremental: the checkpoint to resume from
+    # merge-on-read: the log files to merge over each base file (by base file path), in merge order
+    logs: Mapping[str, tuple[LogFile, ...]] = field(default_factory=dict)
+
+    @property
+    def merges(self) -> bool:
+        return any(self.logs.values())
+
+    def logs_of(self, base: BaseFile) -> tuple[LogFile, ...]:
+        return self.logs.get(base.path, ())
+
+
+def _slice_logs(groups: Sequence[FileGroup]) -> dict[str, tuple[LogFile, ...]]:
+    return {g.latest.path: tuple(g.latest_slice.logs) for g in groups if g.latest_slice.logs}
 
 
 def check_instant_time(value: str, what: str) -> str:
@@ -100,11 +116,15 @@ def prune(
     return out
 
 
-def snapshot_plan(storage: Storage, timeline: Timeline, *, as_of: str | None = None) -> ReadPlan:
+def snapshot_plan(
+    storage: Storage, timeline: Timeline, *, as_of: str | None = None, read_optimized: bool = False
+) -> ReadPlan:
     if as_of is not None:
         as_of = check_instant_time(as_of, "as_of")
     view = FileSystemView(storage, timeline, as_of=as_of)
-    return ReadPlan(tuple(view.latest_base_files()), None)
+    groups = view.file_groups()
+    logs = {} if read_optimized else _slice_logs(groups)
+    return ReadPlan(tuple(g.latest for g in groups), None, logs=logs)
 
 
 def incremental_plan(storage: Storage, timeline: Timeline, *, start: str | None, end: str | None) -> ReadPlan:
@@ -129,10 +149,11 @@ def incremental_plan(storage: Storage, timeline: Timeline, *, start: str | None,
     touched: set[tuple[str, str]] = set()
     for inst in chosen:
         touched |= {(s.partition_path, s.file_id) for s in timeline.commit_metadata(inst).write_stats}
-    files = [g.latest for g in view.file_groups() if (g.partition_path, g.file_id) in touched]
+    groups = [g for g in view.file_groups() if (g.partition_path, g.file_id) in touched]
     return ReadPlan(
-        tuple(files),
+        tuple(g.latest for g in groups),
         frozenset(i.requested_time for i in chosen),
         tuple(chosen),
         checkpoint,
+        logs=_slice_logs(groups),
     )

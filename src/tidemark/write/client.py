@@ -26,8 +26,9 @@ from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import EarlyConflictError, HeartbeatExpiredError, WriteConflictError
 from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
-from tidemark.format.properties import TableConfig
+from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.format.schema import avro_schema_json
 from tidemark.fsview import FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
@@ -176,8 +177,14 @@ class WriteClient:
             file_groups
         )
 
+    @property
+    def merge_on_read(self) -> bool:
+        return self.table_config.table_type == MERGE_ON_READ
+
     def _write_once(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
         op_name, action = OPERATIONS[operation]
+        if action is Action.COMMIT and self.merge_on_read:
+            action = Action.DELTA_COMMIT
         cfg = self.table_config
         keys_only = operation == "delete"
         probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation)
@@ -284,7 +291,8 @@ class WriteClient:
         for inst in reversed(timeline.by_completion_time()):
             if not inst.action.writes_data:
                 continue
-            stats = timeline.commit_metadata(inst).write_stats
+            # Log files (merge-on-read) hold Avro rows: they say nothing of a base file's record size.
+            stats = [s for s in timeline.commit_metadata(inst).write_stats if not s.log_files]
             rows = sum(s.num_writes for s in stats)
             size = sum(s.file_size for s in stats)
             if rows > 0 and size > 0:
@@ -318,7 +326,10 @@ class WriteClient:
         if self.bucket is not None:
             return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
         updates, inserts = pipeline.split(tagged)
-        buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=operation != "insert_overwrite")
+        # Merge-on-read: inserts always start new file groups (base files), so every key stays
+        # findable from base files alone and existing groups only ever get logs appended.
+        small_files = operation != "insert_overwrite" and not self.merge_on_read
+        buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=small_files)
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file
@@ -381,6 +392,8 @@ def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
         compression=client.config.compression,
         max_file_size=client.config.max_file_size,
         merge=client.merge_config,
+        log_schema=log_schema_json(user_schema, client.table_config.name) if client.merge_on_read else None,
+        log_block_format=client.config.log_block_format,
     )
 
 

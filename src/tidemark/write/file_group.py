@@ -49,6 +49,10 @@ class WriteSpec:
     max_file_size: int
     markers: MarkerSpec = MarkerSpec()  # how tasks keep markers (and detect conflicts early)
     merge: MergeConfig = MergeConfig()  # the table's record merging
+    # Merge-on-read: the Avro schema of log blocks. When set, existing file groups get a
+    # log file appended (write.log_append) instead of a rewritten base file.
+    log_schema: str | None = None
+    log_block_format: str = "avro"  # or "parquet"
 
 
 def _codec(name: str) -> str:
@@ -149,6 +153,11 @@ def write_file_group(
     ``_hoodie_partition_path`` and the op column; keys are unique. ``base_file``
     is the table-relative path of the current version, or None for a new group.
     """
+    if spec.log_schema is not None and base_file is not None:
+        from tidemark.write.log_append import append_log_file
+
+        return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
+                               base_file=base_file, token=token, task_partition=task_partition)
     started = time.monotonic()
     storage = LocalStorage(spec.base_path)
     name = base_file_name(file_id, token, spec.instant_time)

@@ -1,6 +1,9 @@
-"""Arrow reads of a read plan: pyarrow's parquet reader over the planned base files."""
+"""Arrow reads of a read plan: pyarrow's parquet reader over the planned base files,
+merged with their log files (merge-on-read) by :func:`tidemark.read.merge.read_slice`."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -8,16 +11,26 @@ import pyarrow.parquet as pq
 
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
+from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
 
 
-def read_plan(storage: Storage, plan: ReadPlan, user_schema: pa.Schema | None) -> pa.Table:
+def read_plan(
+    storage: Storage, plan: ReadPlan, user_schema: pa.Schema | None, *, ordering_fields: Sequence[str] = ()
+) -> pa.Table:
     """A pyarrow Table of the plan's rows: the five meta columns, then the user columns."""
     schema = with_meta_columns(user_schema or pa.schema([]))
     if not plan.files:
         return schema.empty_table()
-    tables = [pq.read_table(storage.full_path(f.path), schema=schema) for f in plan.files]
+    tables = []
+    for f in plan.files:
+        logs = plan.logs_of(f)
+        if logs:
+            tables.append(read_slice(storage.full_path(f.path), [storage.full_path(g.path) for g in logs],
+                                     ordering_fields, schema))
+        else:
+            tables.append(pq.read_table(storage.full_path(f.path), schema=schema))
     table = pa.concat_tables(tables)
     if plan.commit_times is not None:
         table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(sorted(plan.commit_times), pa.string())))

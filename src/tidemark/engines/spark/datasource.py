@@ -51,10 +51,11 @@ def _normalize(options: dict[str, str]) -> dict[str, str]:
 
 
 class _FilePartition(InputPartition):
-    def __init__(self, path: str, partition_values: dict[str, str]) -> None:
+    def __init__(self, path: str, partition_values: dict[str, str], logs: tuple[str, ...] = ()) -> None:
         super().__init__(path)
         self.path = path
         self.partition_values = partition_values
+        self.logs = logs  # merge-on-read: full paths of the slice's log files, in merge order
 
 
 class TidemarkDataSource(DataSource):
@@ -73,7 +74,7 @@ class TidemarkDataSource(DataSource):
         table = Table.open(opts["path"], spark=None)
         query = opts.get("query_type", "snapshot").lower()
         if query in ("snapshot", "read_optimized"):
-            plan = table.read_plan(as_of=opts.get("as_of"))
+            plan = table.read_plan(as_of=opts.get("as_of"), query_type=query)
         elif query == "incremental":
             plan = table.incremental_plan(start=opts.get("start"), end=opts.get("end"))
         else:
@@ -106,10 +107,12 @@ class _Reader(DataSourceReader):
         self.schema = schema
         self.commit_times = sorted(plan.commit_times) if plan.commit_times is not None else None
         self.partition_fields = cfg.partition_fields
+        self.ordering_fields = cfg.ordering_fields
         self.files = [
             (f.path, partition_values(f.partition_path, cfg.partition_fields, cfg.hive_style_partitioning))
             for f in plan.files
         ]
+        self.logs = {f.path: tuple(f"{self.base}/{g.path}" for g in plan.logs_of(f)) for f in plan.files}
         self.wanted: dict[str, set[str]] = {}
 
     def partitions(self) -> Sequence[InputPartition]:
@@ -118,11 +121,16 @@ class _Reader(DataSourceReader):
             for p, values in self.files
             if all(values.get(col) in allowed for col, allowed in self.wanted.items())
         ]
-        return [_FilePartition(f"{self.base}/{p}", values) for p, values in keep]
+        return [_FilePartition(f"{self.base}/{p}", values, self.logs.get(p, ())) for p, values in keep]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, _FilePartition)
-        table = pq.read_table(partition.path, schema=self.schema)
+        if partition.logs:
+            from tidemark.read.merge import read_slice
+
+            table = read_slice(partition.path, partition.logs, self.ordering_fields, self.schema)
+        else:
+            table = pq.read_table(partition.path, schema=self.schema)
         if self.commit_times is not None:
             table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(self.commit_times, pa.string())))
         yield from table.to_batches()

@@ -1,6 +1,10 @@
-"""Spark reads of a read plan: the JVM's parquet reader over the planned base files."""
+"""Spark reads of a read plan: the JVM's parquet reader over the planned base files; file
+slices with log files (merge-on-read) are merged in Python tasks, one slice per task at
+most, by :func:`tidemark.read.merge.read_slice` (the same merge as the Arrow engine)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -9,17 +13,52 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
+from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
 
+_LOG_SEPARATOR = "\n"
 
-def read_plan(spark: SparkSession, storage: Storage, plan: ReadPlan, user_schema: pa.Schema | None) -> DataFrame:
+
+def _merged_slices(
+    spark: SparkSession, slices: list[tuple[str, str]], arrow_schema: pa.Schema, ordering: tuple[str, ...]
+) -> DataFrame:
+    def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                table = read_slice(base, logs.split(_LOG_SEPARATOR), ordering, arrow_schema)
+                yield from table.to_batches()
+
+    descriptors = spark.createDataFrame(slices, "base string, logs string")
+    descriptors = descriptors.repartition(min(len(slices), spark.sparkContext.defaultParallelism * 4))
+    return descriptors.mapInArrow(merge, from_arrow_schema(arrow_schema))
+
+
+def read_plan(
+    spark: SparkSession,
+    storage: Storage,
+    plan: ReadPlan,
+    user_schema: pa.Schema | None,
+    *,
+    ordering_fields: Sequence[str] = (),
+) -> DataFrame:
     """A DataFrame of the plan's rows: the five meta columns, then the user columns."""
-    schema = from_arrow_schema(with_meta_columns(user_schema or pa.schema([])))
+    arrow_schema = with_meta_columns(user_schema or pa.schema([]))
+    schema = from_arrow_schema(arrow_schema)
     if not plan.files:
         return spark.createDataFrame([], schema)
-    paths = [storage.full_path(f.path) for f in plan.files]
-    df = spark.read.schema(schema).parquet(*paths)
+    plain = [storage.full_path(f.path) for f in plan.files if not plan.logs_of(f)]
+    slices = [
+        (storage.full_path(f.path), _LOG_SEPARATOR.join(storage.full_path(g.path) for g in plan.logs_of(f)))
+        for f in plan.files
+        if plan.logs_of(f)
+    ]
+    parts = []
+    if plain:
+        parts.append(spark.read.schema(schema).parquet(*plain))
+    if slices:
+        parts.append(_merged_slices(spark, slices, arrow_schema, tuple(ordering_fields)))
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     if plan.commit_times is not None:
         df = df.filter(F.col(COMMIT_TIME).isin(sorted(plan.commit_times)))
     return df

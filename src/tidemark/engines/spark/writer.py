@@ -45,7 +45,7 @@ BROADCAST_BATCH_KEYS = 2_000_000
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
     "prev_base_file string, num_writes long, num_inserts long, num_updates long, "
-    "num_deletes long, file_size long, write_ms long"
+    "num_deletes long, file_size long, write_ms long, base_file string, log_files string"
 )
 
 
@@ -62,6 +62,8 @@ def _stat_row(s: WriteStat) -> dict[str, object]:
         "num_deletes": s.num_deletes,
         "file_size": s.file_size,
         "write_ms": s.total_write_time_ms,
+        "base_file": s.base_file,
+        "log_files": ",".join(s.log_files) if s.log_files else None,  # file names hold no comma
     }
 
 
@@ -78,6 +80,8 @@ _STATS_SCHEMA = pa.schema(
         ("num_deletes", pa.int64()),
         ("file_size", pa.int64()),
         ("write_ms", pa.int64()),
+        ("base_file", pa.string()),
+        ("log_files", pa.string()),
     ]
 )
 
@@ -100,6 +104,10 @@ def _stat_from_row(row: object) -> WriteStat:
         num_deletes=r["num_deletes"],
         file_size=r["file_size"],
         total_write_time_ms=r["write_ms"],
+        base_file=r["base_file"],
+        log_files=tuple(r["log_files"].split(",")) if r["log_files"] else (),
+        log_version=1 if r["log_files"] else None,
+        log_offset=0 if r["log_files"] else None,
     )
 
 
@@ -398,6 +406,31 @@ class SparkWritePipeline:
         rows = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN)
         out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
         return self._run_write_job(out)
+
+    def compact_slices(self, spec: WriteSpec, operations: Sequence[Any]) -> list[WriteStat]:
+        """Compaction: one Spark task per planned file slice (services.compaction.compact_slice)."""
+        import json
+
+        from tidemark.services.compaction import CompactionOperation, compact_slice
+        from tidemark.storage import LocalStorage
+
+        self.spec = spec
+
+        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
+                    operation = CompactionOperation.from_avro(json.loads(op))
+                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task)
+                    yield from _stats_table([stat]).to_batches()
+
+        rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
+        tasks = min(len(rows), self.spark.sparkContext.defaultParallelism * 4) or 1
+        ops = self.spark.createDataFrame(rows, "task int, op string").repartition(tasks)
+        compacted = {op.file_id: len(op.log_files) for op in operations}
+        stats = self._run_write_job(ops.mapInArrow(run, STATS_DDL))
+        from dataclasses import replace
+
+        return [replace(s, log_files_compacted=compacted.get(s.file_id, 0)) for s in stats]
 
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
         spec = self.spec

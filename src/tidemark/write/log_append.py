@@ -1,0 +1,116 @@
+"""Merge-on-read file-group writes: append a log file instead of rewriting the base file.
+
+What one task does for one existing file group of a deltacommit: upserts become
+one Avro data block (the five meta columns set as in a base file, with
+``_hoodie_commit_time`` = the deltacommit), deletes one delete block, both in a
+new log file ``.<fileId>_<instant>.log.1_<token>`` created after its ``APPEND``
+marker. Nothing is read: which record wins is decided when the slice is read
+(:mod:`tidemark.read.merge`) or compacted.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.log_file import (
+    DeleteRecord,
+    avro_data_block,
+    delete_block,
+    encode_block,
+    log_file_name,
+    parquet_data_block,
+)
+from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY, join_partition
+from tidemark.markers import IOType, open_marker_writer
+from tidemark.storage import LocalStorage
+from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, _constant, _sequence_numbers
+
+LOG_VERSION = 1  # table version 8: every deltacommit writes a new log file of its own
+
+
+def _log_rows(rows: pa.Table, spec: WriteSpec, file_id: str, seq_prefix: str) -> pa.Table:
+    n = rows.num_rows
+    meta = {
+        COMMIT_TIME: _constant(spec.instant_time, n),
+        COMMIT_SEQNO: _sequence_numbers(seq_prefix, 0, n),
+        RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
+        PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
+        FILE_NAME: _constant(file_id, n),  # Hudi puts the file id, not a file name, in log records
+    }
+    arrays = []
+    for field in spec.schema:
+        if field.name in meta:
+            arrays.append(meta[field.name])
+        elif field.name in rows.column_names:
+            arrays.append(rows.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(arrays, schema=spec.schema)
+
+
+def append_log_file(
+    spec: WriteSpec,
+    incoming: pa.Table,
+    *,
+    partition_path: str,
+    file_id: str,
+    base_file: str,
+    token: str,
+    task_partition: int,
+) -> WriteStat:
+    """Append the batch's upserts and deletes of one file group as a new log file."""
+    assert spec.log_schema is not None
+    started = time.monotonic()
+    storage = LocalStorage(spec.base_path)
+    name = log_file_name(file_id, spec.instant_time, LOG_VERSION, token)
+    rel_path = join_partition(partition_path, name)
+    markers = open_marker_writer(storage, spec.instant_time, spec.markers)
+    try:
+        markers.create(rel_path, IOType.APPEND)
+    finally:
+        markers.close()
+
+    ops = incoming.column(OP_COLUMN)
+    upserts = incoming.filter(pc.equal(ops, OP_UPSERT))
+    deletes = incoming.filter(pc.equal(ops, OP_DELETE))
+    chunks = []
+    if upserts.num_rows:
+        rows = _log_rows(upserts, spec, file_id, f"{spec.instant_time}_{task_partition}")
+        if spec.log_block_format == "parquet":
+            codec = "none" if spec.compression in ("none", "uncompressed") else spec.compression
+            block = parquet_data_block(spec.instant_time, spec.log_schema, rows, compression=codec)
+        else:
+            block = avro_data_block(spec.instant_time, spec.log_schema, rows)
+        chunks.append(encode_block(block))
+    if deletes.num_rows:
+        keys = deletes.column(RECORD_KEY).to_pylist()
+        parts = deletes.column(PARTITION_PATH).to_pylist()
+        records = [DeleteRecord(k, p if p is not None else partition_path) for k, p in zip(keys, parts, strict=True)]
+        chunks.append(encode_block(delete_block(spec.instant_time, spec.log_schema, records)))
+    full = storage.full_path(rel_path)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    with open(full, "wb") as f:
+        f.write(b"".join(chunks))
+    size = os.path.getsize(full)
+    base_name = base_file.rsplit("/", 1)[-1]
+    return WriteStat(
+        partition_path=partition_path,
+        file_id=file_id,
+        path=rel_path,
+        prev_commit=base_name.rsplit("_", 1)[-1].removesuffix(".parquet"),
+        num_writes=upserts.num_rows + deletes.num_rows,
+        num_inserts=0,
+        num_updates=upserts.num_rows,
+        num_deletes=deletes.num_rows,
+        file_size=size,
+        total_write_time_ms=int((time.monotonic() - started) * 1000),
+        base_file=base_name,
+        log_files=(name,),
+        log_version=LOG_VERSION,
+        log_offset=0,
+    )
