@@ -13,6 +13,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
+    │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
@@ -112,6 +113,17 @@ class InstantNotFoundError(TidemarkError):
         extra = f": {detail}" if detail else ""
         super().__init__(f"instant {instant_time} not found{extra}")
         self.instant_time = instant_time
+
+
+class NotSavepointedError(InstantNotFoundError):
+    """Restore was asked for an instant without a completed savepoint."""
+
+    def __init__(self, instant_time: str) -> None:
+        super().__init__(
+            instant_time,
+            "it has no savepoint; only savepointed instants can be restored "
+            "(Table.savepoint / `tidemark savepoint`, listed by `tidemark timeline`)",
+        )
 
 
 class LockTimeoutError(TidemarkError):

@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, demo, options, rollback, show, timeline
+from tidemark.cli import clean, demo, options, restore, rollback, savepoint, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -41,7 +41,8 @@ DESCRIPTION = """\
 tidemark creates, writes and reads Apache Hudi (v8) copy-on-write tables from
 Python and PySpark, with many concurrent writers (optimistic concurrency
 control). This command inspects tables, rolls back and cleans up failed
-writes, and runs the demo. Only the demo starts Spark; the other commands
+writes, cleans old file versions, takes savepoints and restores to them, and
+runs the demo. Only the demo starts Spark; the other commands
 read the files directly.
 """
 
@@ -53,7 +54,10 @@ quick start:
   tidemark show PATH --no-meta  its rows
   tidemark show PATH --as-of T  its rows as of instant T (time travel)
   tidemark clean PATH           roll back writes whose writer died (heartbeat
-                                expired); a live writer's write is never touched
+                                expired; a live writer's write is never touched),
+                                then delete file versions no reader needs
+  tidemark savepoint PATH T     pin the table as of commit T (never cleaned)
+  tidemark restore PATH T       roll the table back to savepoint T
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -96,7 +100,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, rollback, clean, options):
+    for module in (demo, timeline, show, rollback, clean, savepoint, restore, options):
         module.add_parser(commands)
     return parser
 

@@ -23,6 +23,11 @@ _PARSED = {
     "requested_replace": fastavro.parse_schema(avro_schemas.REQUESTED_REPLACE_METADATA),
     "rollback": fastavro.parse_schema(avro_schemas.ROLLBACK_METADATA),
     "rollback_plan": fastavro.parse_schema(avro_schemas.ROLLBACK_PLAN),
+    "cleaner_plan": fastavro.parse_schema(avro_schemas.CLEANER_PLAN),
+    "clean": fastavro.parse_schema(avro_schemas.CLEAN_METADATA),
+    "savepoint": fastavro.parse_schema(avro_schemas.SAVEPOINT_METADATA),
+    "restore_plan": fastavro.parse_schema(avro_schemas.RESTORE_PLAN),
+    "restore": fastavro.parse_schema(avro_schemas.RESTORE_METADATA),
 }
 
 
