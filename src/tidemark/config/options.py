@@ -255,8 +255,8 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.clean.automatic",
         "true",
         parse_bool,
-        "Clean old file versions inline after writes (see hoodie.clean.max.commits), "
-        "and archive the timeline when hoodie.archive.automatic is on.",
+        "Clean old file versions inline after writes (see hoodie.clean.max.commits and "
+        "hoodie.clean.policy). Off: only Table.clean / `tidemark clean` delete them.",
     ),
     Option(
         "hoodie.clean.policy",
