@@ -186,13 +186,13 @@ def plan_clean(
     if not done:
         return None
     window = _earliest_to_retain(timeline, config, now)
+    by_versions = config.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS
+    if window is None and not by_versions:
+        return None  # the retained window still reaches back to the first commit
     pending = earliest_pending_write(timeline)
     # Versions still the latest at or after `bound` stay: time travel into the window, and the
     # version a pending write read when it planned (it planned before its instant time).
     bound = min(filter(None, [window, pending]), default=None)
-    by_versions = config.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS
-    if bound is None and not by_versions:
-        return None
     saved = savepointed_files(storage, timeline)
     replaced = _replaced_groups(timeline)
     doomed: dict[str, list[str]] = {}
