@@ -134,7 +134,8 @@ def main() -> None:
         "synthesized": [],
     }
     print("synthesized history: commit time (wall, Table.upsert incl. inline clean + archival)")
-    print(f"{'instants':>9} {'archival':>8} {'first':>9} {'median':>8} {'p90':>8} {'active':>7} {'archived':>9} {'files':>6}")
+    print(f"{'instants':>9} {'archival':>8} {'first':>9} {'median':>8} {'p90':>8} "
+          f"{'active':>7} {'archived':>9} {'files':>6}")
     for archival in (True, False):
         for size in sizes:
             row = synthesized(size, archival)

@@ -17,8 +17,9 @@ from conftest import hudi_rs_read, rows_of
 from tidemark import ConfigError, InstantNotFoundError, NotSavepointedError, Table, WriteConflictError
 from tidemark.config import resolve_write_config
 from tidemark.config.resolve import CleanConfig, CleanPolicy
+from tidemark.errors import BaseFileGoneError
 from tidemark.format.commit_metadata import WriteStat, read_avro
-from tidemark.services.clean import plan_clean
+from tidemark.services.clean import plan_clean, superseded_base_file
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest
@@ -348,3 +349,18 @@ def test_storage_seam_is_used_for_history(tmp_path: Path) -> None:
     history = LocalStorage(table.path).list_names(HISTORY_DIR)
     assert "_version_" in history and any(n.startswith("manifest_") for n in history)
     assert all(n.count("_") == 2 for n in history if n.endswith(".parquet"))
+
+
+def test_a_base_file_cleaned_under_a_writer_is_reported_as_the_conflict_it_is(tmp_path: Path) -> None:
+    table = _table(tmp_path, **{"hoodie.clean.commits.retained": "1"})
+    first = _upsert(table, (1, 0))
+    read_by_slow_writer = _versions(table)[0]  # a writer planned against this version ...
+    second = _upsert(table, (1, 1))  # ... another writer replaced it,
+    _upsert(table, (1, 2))
+    assert read_by_slow_writer in table.clean().deleted_files  # and the cleaner took it
+    gone = FileNotFoundError(os.path.join(table.path, read_by_slow_writer))
+    conflict = superseded_base_file(table.storage, gone)
+    assert isinstance(conflict, WriteConflictError) and isinstance(conflict, BaseFileGoneError)
+    assert conflict.conflicting_instant == second.instant_time
+    assert conflict.file_groups == [("part=p1", first.file_groups[0])]
+    assert superseded_base_file(table.storage, FileNotFoundError("/elsewhere/x.parquet")) is None

@@ -17,6 +17,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
+        │   └── BaseFileGoneError   ... and the version this write merged against was cleaned meanwhile
         └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
@@ -168,6 +169,22 @@ class WriteConflictError(CommitError):
         )
         self.conflicting_instant = conflicting_instant
         self.file_groups = list(file_groups)
+
+
+class BaseFileGoneError(WriteConflictError):
+    """The base file a write merged against was superseded by another writer's commit and then
+    cleaned, before the write read it: the same conflict the commit check reports, found early."""
+
+    def __init__(self, *, base_file: str, conflicting_instant: str, file_group: tuple[str, str]) -> None:
+        CommitError.__init__(
+            self,
+            f"the base file {base_file} that this write merged against was superseded by instant "
+            f"{conflicting_instant} (another writer's commit to file group {file_group[0] or '<root>'}/"
+            f"{file_group[1]}) and then cleaned. The write was rolled back; retry it.",
+        )
+        self.conflicting_instant = conflicting_instant
+        self.file_groups = [file_group]
+        self.base_file = base_file
 
 
 class HeartbeatExpiredError(CommitError):

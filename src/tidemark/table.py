@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -30,7 +30,14 @@ from tidemark.format.properties import (
 from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_schema_json
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
 from tidemark.services.archive import ArchiveResult, archive
-from tidemark.services.clean import CleanResult, commits_since_last_clean, execute_clean, schedule_clean
+from tidemark.services.clean import (
+    CleanResult,
+    commits_since_last_clean,
+    execute_clean,
+    needs_cleaning,
+    schedule_clean,
+    superseded_base_file,
+)
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
 from tidemark.services.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
 from tidemark.storage import LocalStorage, Storage
@@ -253,7 +260,25 @@ class Table:
 
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
-        outcome = client.write(operation, data, self.schema)
+        lost = 0
+        while True:
+            try:
+                outcome = client.write(operation, data, self.schema)
+                break
+            except FileNotFoundError as missing:
+                conflict = superseded_base_file(self.storage, missing)
+                if conflict is None:
+                    raise
+                # The base file this write merged against was replaced by a concurrent commit
+                # and then cleaned: a write-write conflict the commit check would also have
+                # found, so it is reported, and retried, as one.
+                lost += 1
+                if lost > self.write_config.retries_on_conflict:
+                    raise conflict from missing
+                log.warning("%s; retrying, attempt %d of %d", conflict, lost + 1,
+                            self.write_config.retries_on_conflict + 1)
+        if lost:
+            outcome = replace(outcome, attempts=outcome.attempts + lost)
         if self._schema is None:
             self._adopt_schema(outcome.schema)
         self._run_inline_services()
@@ -363,6 +388,10 @@ class Table:
     def _clean(self, *, rollback_failed: bool) -> CleanResult:
         protocol = self._protocol()
         rolled_back = tuple(protocol.rollback_expired_writes()) if rollback_failed else ()
+        if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
+            # Checked without the lock first, so writers that clean inline after every commit
+            # take the lock only when there is something to do.
+            return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")
         with protocol.lock.hold("schedule a clean"):
             scheduled, why = schedule_clean(
                 self.storage,

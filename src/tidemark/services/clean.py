@@ -14,7 +14,8 @@ What a plan never deletes:
 * the latest version of a live file group (readers of the current snapshot);
 * any version that was the latest at some time at or after the *earliest instant
   to retain*: the N-th latest commit (KEEP_LATEST_COMMITS), now minus H hours
-  (KEEP_LATEST_BY_HOURS), so time travel into that window finds its files;
+  (KEEP_LATEST_BY_HOURS), so time travel into that window finds its files; and,
+  like Hudi, the version that was the latest just before it;
 * any version that was the latest when the earliest pending write started: that
   writer may be merging against it (its previous base file);
 * files listed by a savepoint, completed or in progress.
@@ -34,6 +35,7 @@ from typing import Any
 
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import CleanConfig, CleanPolicy
+from tidemark.errors import BaseFileGoneError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.services.rollback import RollbackResult
@@ -122,8 +124,9 @@ def committed_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, 
         if parsed is None:
             continue
         owner = timeline.completed_instant(parsed.instant_time)
-        committed = owner.action.writes_data if owner is not None else timeline.is_archived(parsed.instant_time)
-        if not committed:
+        # A savepoint stands for its commit once that commit was archived (it shares its time).
+        known = owner is not None and (owner.action.writes_data or owner.action is Action.SAVEPOINT)
+        if not (known or timeline.is_archived(parsed.instant_time)):
             continue
         partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
         version = FileVersion(partition, parsed.file_id, parsed.instant_time, info.path)
@@ -198,7 +201,9 @@ def plan_clean(
     doomed: dict[str, list[str]] = {}
 
     def superseded_before_bound(successor_time: str) -> bool:
-        return bound is None or successor_time <= bound
+        # Strictly before: the version that was the latest just before the bound stays too
+        # (Hudi keeps it as well), so rolling back the bound commit itself loses nothing.
+        return bound is None or successor_time < bound
 
     for key, versions in committed_versions(storage, timeline).items():
         replaced_at = replaced.get(key)
@@ -231,6 +236,16 @@ def plan_clean(
 
 
 # -- scheduling and execution -----------------------------------------------------------------
+
+
+def needs_cleaning(storage: Storage, timeline: Timeline, config: CleanConfig) -> bool:
+    """Whether a clean would do anything: a pending clean to finish, or files to delete.
+
+    A hint for taking the lock, computed without it; the plan itself is made under it.
+    """
+    if timeline.filter(actions=[Action.CLEAN], states=[State.REQUESTED, State.INFLIGHT]):
+        return True
+    return plan_clean(storage, timeline, config, instant_time=timeline.max_time() or "") is not None
 
 
 def _cleaner_alive(storage: Storage, instant: Instant, heartbeats: HeartbeatPolicy) -> bool:
@@ -340,6 +355,33 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
     finally:
         if scheduled.heartbeat is not None:
             scheduled.heartbeat.stop()
+
+
+def superseded_base_file(storage: Storage, missing: FileNotFoundError) -> BaseFileGoneError | None:
+    """The conflict behind a write that found its base file gone, or None if it was not that.
+
+    A writer reads the latest version of a file group as its snapshot showed it. The
+    cleaner deletes a version only after a newer one (or a replacecommit) completed, so a
+    version that vanished under a writer was superseded by a commit the writer's snapshot
+    did not contain: the same write-write conflict the commit check would report.
+    """
+    full = str(missing.filename or (missing.args[0] if missing.args else ""))
+    base = storage.full_path("").rstrip("/") + "/"
+    if not full.startswith(base):
+        return None
+    path = full[len(base):]
+    parsed = parse_base_file_name(path.rsplit("/", 1)[-1])
+    if parsed is None:
+        return None
+    partition = path.rsplit("/", 1)[0] if "/" in path else ""
+    timeline = Timeline.load(storage)
+    group = committed_versions(storage, timeline).get((partition, parsed.file_id), [])
+    newer = [v.instant_time for v in group if v.instant_time > parsed.instant_time]
+    replaced_by = _replaced_groups(timeline).get((partition, parsed.file_id))
+    culprit = min(newer, default=None) or replaced_by
+    if culprit is None:
+        return None
+    return BaseFileGoneError(base_file=path, conflicting_instant=culprit, file_group=(partition, parsed.file_id))
 
 
 def commits_since_last_clean(timeline: Timeline) -> int:
