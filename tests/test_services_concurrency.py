@@ -29,9 +29,9 @@ OPTIONS = {
     "hoodie.client.heartbeat.interval_in_ms": "300",
     "hoodie.client.heartbeat.tolerable.misses": "3",
     "hoodie.write.lock.wait_time_ms_between_retry": "20",
-    "hoodie.clean.commits.retained": "4",
-    "hoodie.keep.min.commits": "6",
-    "hoodie.keep.max.commits": "9",
+    "hoodie.clean.commits.retained": "6",
+    "hoodie.keep.min.commits": "8",
+    "hoodie.keep.max.commits": "11",
     "hoodie.timeline.compaction.batch.size": "3",
 }
 

@@ -341,6 +341,14 @@ def test_service_options_resolve_to_typed_config() -> None:
     assert (config.archive.min_commits, config.archive.max_commits) == (20, 30)
 
 
+def test_service_results_and_errors_are_exported() -> None:
+    import tidemark
+
+    for name in ["CleanResult", "ArchiveResult", "SavepointResult", "RestoreResult", "NotSavepointedError",
+                 "BaseFileGoneError"]:
+        assert name in tidemark.__all__ and hasattr(tidemark, name)
+
+
 def test_storage_seam_is_used_for_history(tmp_path: Path) -> None:
     table = _table(tmp_path, **ARCHIVE)
     for i in range(10):

@@ -1,6 +1,7 @@
 """tidemark: many concurrent writers, one Apache Hudi (v8) table, from Python and PySpark."""
 
 from tidemark.errors import (
+    BaseFileGoneError,
     CommitError,
     ConfigError,
     HeartbeatExpiredError,
@@ -18,6 +19,9 @@ from tidemark.errors import (
     UnsupportedTableError,
     WriteConflictError,
 )
+from tidemark.services.archive import ArchiveResult
+from tidemark.services.clean import CleanResult
+from tidemark.services.savepoint import RestoreResult, SavepointResult
 from tidemark.table import CommitResult, IncrementalResult, Table
 from tidemark.timeline import Action, Instant, State
 
@@ -55,6 +59,9 @@ _register_with_active_session()
 
 __all__ = [
     "Action",
+    "ArchiveResult",
+    "BaseFileGoneError",
+    "CleanResult",
     "CommitError",
     "CommitResult",
     "ConfigError",
@@ -67,6 +74,8 @@ __all__ = [
     "MissingColumnError",
     "NotSavepointedError",
     "NullRecordKeyError",
+    "RestoreResult",
+    "SavepointResult",
     "SchemaMismatchError",
     "State",
     "Table",
