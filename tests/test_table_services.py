@@ -372,3 +372,21 @@ def test_a_base_file_cleaned_under_a_writer_is_reported_as_the_conflict_it_is(tm
     assert conflict.conflicting_instant == second.instant_time
     assert conflict.file_groups == [("part=p1", first.file_groups[0])]
     assert superseded_base_file(table.storage, FileNotFoundError("/elsewhere/x.parquet")) is None
+
+
+def test_a_replacecommit_is_archived_only_once_its_replaced_files_are_cleaned(tmp_path: Path) -> None:
+    table = _table(tmp_path, **ARCHIVE, **{"hoodie.clean.automatic": "false"})
+    _upsert(table, (1, 0), (3, 0))  # partition p1
+    overwrite = table.insert_overwrite(pa.table({"id": [5], "part": ["p1"], "v": [50]}))
+    for i in range(10):
+        _upsert(table, (2 * i, i))  # partition p0
+    table.archive()
+    # the replaced file group still has its file: the replacecommit must stay active
+    assert overwrite.instant_time in {i.requested_time for i in table.timeline()}
+    expected = rows_of(table.read(), COLUMNS)
+    assert (1, 0) not in expected and (5, 50) in expected
+    assert table.clean().deleted_files
+    archived = {i.requested_time for i in table.archive().archived}
+    assert overwrite.instant_time in archived
+    assert rows_of(table.read(), COLUMNS) == expected
+    assert rows_of(hudi_rs_read(table.path), COLUMNS) == expected

@@ -107,8 +107,26 @@ def _bytes_or_none(storage: Storage, path: str) -> bytes | None:
     return data or None
 
 
-def _requested_name(inst: Instant) -> str:
-    return instant_file_name(inst.requested_time, inst.action, State.REQUESTED)
+# Table services are pending under another action than the one they complete as (Hudi 1.x):
+# a clustering completes as a replacecommit, a compaction as a commit.
+_PENDING_AS = {
+    Action.REPLACE_COMMIT: (Action.REPLACE_COMMIT, Action.CLUSTERING),
+    Action.COMMIT: (Action.COMMIT, Action.COMPACTION),
+    Action.DELTA_COMMIT: (Action.DELTA_COMMIT, Action.LOG_COMPACTION),
+}
+
+
+def _pending_names(inst: Instant, state: State) -> list[str]:
+    actions = _PENDING_AS.get(inst.action, (inst.action,))
+    return [instant_file_name(inst.requested_time, action, state) for action in actions]
+
+
+def _plan_bytes(storage: Storage, inst: Instant) -> bytes | None:
+    for name in _pending_names(inst, State.REQUESTED):
+        data = _bytes_or_none(storage, f"{TIMELINE_DIR}/{name}")
+        if data:
+            return data
+    return None
 
 
 def archive(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> ArchiveResult:
@@ -120,13 +138,14 @@ def archive(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> Arch
         ArchivedRecord(
             inst,
             storage.read_bytes(f"{TIMELINE_DIR}/{inst.file_name}"),
-            _bytes_or_none(storage, f"{TIMELINE_DIR}/{_requested_name(inst)}"),
+            _plan_bytes(storage, inst),
         )
         for inst in chosen
     ]
     manifest = append(storage, records, batch=config.compaction_batch)
     for inst in chosen:  # oldest first; within one instant, its completed file last
         for state in (State.REQUESTED, State.INFLIGHT):
-            storage.delete(f"{TIMELINE_DIR}/{instant_file_name(inst.requested_time, inst.action, state)}")
+            for name in _pending_names(inst, state):
+                storage.delete(f"{TIMELINE_DIR}/{name}")
         storage.delete(f"{TIMELINE_DIR}/{inst.file_name}")
     return ArchiveResult(tuple(chosen), manifest.version)
