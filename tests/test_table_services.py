@@ -6,7 +6,7 @@ Arrow engine (no Spark): each scenario writes a few dozen small commits.
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tidemark.services.clean import plan_clean, superseded_base_file
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest
+from tidemark.timeline.instant_time import parse_instant_time
 
 NO_SERVICES = {"hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
 OCC = {
@@ -101,11 +102,11 @@ def test_keep_latest_file_versions_keeps_that_many_versions_per_file_group(tmp_p
 
 def test_keep_latest_by_hours_keeps_what_the_window_needs(tmp_path: Path) -> None:
     table = _table(tmp_path)
-    for i in range(4):
-        _upsert(table, (1, i))
+    commits = [_upsert(table, (1, i)) for i in range(4)]
     timeline = Timeline.load(table.storage)
     config = CleanConfig(policy=CleanPolicy.KEEP_LATEST_BY_HOURS, hours_retained=timedelta(hours=1))
-    now = datetime.now(UTC)
+    # "now" as the instants' clock says (instant times only go up, so they can run ahead of it)
+    now = parse_instant_time(commits[-1].completion_time)
     # every commit is minutes old: the hour-long window needs every version
     assert plan_clean(table.storage, timeline, config, instant_time="99990101000000000", now=now) is None
     # two hours later the old versions have left the window; the latest stays
