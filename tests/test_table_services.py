@@ -373,6 +373,12 @@ def test_a_base_file_cleaned_under_a_writer_is_reported_as_the_conflict_it_is(tm
     assert conflict.conflicting_instant == second.instant_time
     assert conflict.file_groups == [("part=p1", first.file_groups[0])]
     assert superseded_base_file(table.storage, FileNotFoundError("/elsewhere/x.parquet")) is None
+    # a Spark job reports the same loss in its own words
+    spark_error = RuntimeError(f"[FAILED_READ_FILE.FILE_NOT_EXIST] ... file://{table.path}/{read_by_slow_writer}. "
+                               "File does not exist.")
+    via_spark = superseded_base_file(table.storage, spark_error)
+    assert via_spark is not None and via_spark.conflicting_instant == second.instant_time
+    assert superseded_base_file(table.storage, RuntimeError("no file named here")) is None
 
 
 def test_a_replacecommit_is_archived_only_once_its_replaced_files_are_cleaned(tmp_path: Path) -> None:

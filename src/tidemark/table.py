@@ -265,7 +265,9 @@ class Table:
             try:
                 outcome = client.write(operation, data, self.schema)
                 break
-            except FileNotFoundError as missing:
+            except TidemarkError:
+                raise
+            except Exception as missing:  # FileNotFoundError, or a Spark job's error naming the file
                 conflict = superseded_base_file(self.storage, missing)
                 if conflict is None:
                     raise

@@ -27,6 +27,7 @@ Deleting is idempotent, so finishing a half-executed plan is safe.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import format_instant_time, parse_instant_time
 
+_PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
 _DATA_WRITES = {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING, Action.COMPACTION}
 
 
@@ -357,19 +359,27 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
             scheduled.heartbeat.stop()
 
 
-def superseded_base_file(storage: Storage, missing: FileNotFoundError) -> BaseFileGoneError | None:
+def superseded_base_file(storage: Storage, failure: BaseException) -> BaseFileGoneError | None:
     """The conflict behind a write that found its base file gone, or None if it was not that.
 
     A writer reads the latest version of a file group as its snapshot showed it. The
     cleaner deletes a version only after a newer one (or a replacecommit) completed, so a
     version that vanished under a writer was superseded by a commit the writer's snapshot
     did not contain: the same write-write conflict the commit check would report.
+
+    ``failure`` is the FileNotFoundError of the Arrow engine, or the error a Spark job
+    raised for it (its message names the file).
     """
-    full = str(missing.filename or (missing.args[0] if missing.args else ""))
     base = storage.full_path("").rstrip("/") + "/"
-    if not full.startswith(base):
+    if isinstance(failure, FileNotFoundError) and (failure.filename or failure.args):
+        candidates = [str(failure.filename or failure.args[0])]
+    else:
+        candidates = [m.group(0) for m in _PARQUET_PATH.finditer(str(failure))]
+    candidates = [re.sub(r"^/+", "/", c.removeprefix("file:")) for c in candidates]
+    missing = [c for c in candidates if c.startswith(base) and not storage.exists(c[len(base):])]
+    if not missing:
         return None
-    path = full[len(base):]
+    path = missing[0][len(base):]
     parsed = parse_base_file_name(path.rsplit("/", 1)[-1])
     if parsed is None:
         return None
