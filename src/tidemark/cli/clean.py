@@ -50,7 +50,9 @@ Clean the Hudi table at PATH, in two steps:
                           hoodie.clean.hours.retained = 24)
 
    Writers also clean inline after their commits (hoodie.clean.automatic,
-   on by default) with the policy of their own options.
+   on by default) with the policy of their own options. Give this command
+   the same cleaning options as the writers (--policy/--retain, or
+   hoodie.clean.* with --options): it keeps only what its own policy says.
    --archive also archives the timeline: instants beyond
    hoodie.keep.max.commits move to .hoodie/timeline/history/.
 
