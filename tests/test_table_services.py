@@ -19,7 +19,7 @@ from tidemark.config import resolve_write_config
 from tidemark.config.resolve import CleanConfig, CleanPolicy
 from tidemark.errors import BaseFileGoneError
 from tidemark.format.commit_metadata import WriteStat, read_avro
-from tidemark.services.clean import plan_clean, superseded_base_file
+from tidemark.services.clean import plan_clean, schedule_clean, superseded_base_file
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest
@@ -397,3 +397,20 @@ def test_a_replacecommit_is_archived_only_once_its_replaced_files_are_cleaned(tm
     assert overwrite.instant_time in archived
     assert rows_of(table.read(), COLUMNS) == expected
     assert rows_of(hudi_rs_read(table.path), COLUMNS) == expected
+
+
+def test_a_clean_left_pending_by_a_dead_cleaner_is_finished_by_the_next(tmp_path: Path) -> None:
+    table = _table(tmp_path, **{"hoodie.clean.commits.retained": "1"})
+    for i in range(4):
+        _upsert(table, (1, i))
+    protocol = table._protocol()
+    scheduled, _ = schedule_clean(table.storage, Timeline.load(table.storage), table.write_config.clean,
+                                  protocol.heartbeats, multi_writer=False)
+    [orphan] = scheduled  # planned, then the cleaner died before deleting anything
+    assert Timeline.load(table.storage).filter(actions=[Action.CLEAN], states=[State.REQUESTED])
+    result = table.clean()
+    assert result.clean_instant is not None
+    assert result.clean_instant.requested_time == orphan.plan.instant_time
+    assert sorted(result.deleted_files) == sorted(p for ps in orphan.plan.files.values() for p in ps)
+    assert not Timeline.load(table.storage).filter(actions=[Action.CLEAN], states=[State.REQUESTED, State.INFLIGHT])
+    assert rows_of(table.read(), COLUMNS) == [(1, 3)]
