@@ -14,7 +14,14 @@ import pyarrow as pa
 import pytest
 
 from conftest import hudi_rs_read, rows_of
-from tidemark import ConfigError, InstantNotFoundError, NotSavepointedError, Table, WriteConflictError
+from tidemark import (
+    ConfigError,
+    InstantNotFoundError,
+    NotSavepointedError,
+    Table,
+    TidemarkError,
+    WriteConflictError,
+)
 from tidemark.config import resolve_write_config
 from tidemark.config.resolve import CleanConfig, CleanPolicy
 from tidemark.errors import BaseFileGoneError
@@ -414,3 +421,31 @@ def test_a_clean_left_pending_by_a_dead_cleaner_is_finished_by_the_next(tmp_path
     assert sorted(result.deleted_files) == sorted(p for ps in orphan.plan.files.values() for p in ps)
     assert not Timeline.load(table.storage).filter(actions=[Action.CLEAN], states=[State.REQUESTED, State.INFLIGHT])
     assert rows_of(table.read(), COLUMNS) == [(1, 3)]
+
+
+def test_restore_refuses_once_later_instants_were_archived(tmp_path: Path) -> None:
+    table = _table(tmp_path, **ARCHIVE, **{"hoodie.archive.beyond.savepoint": "true"})
+    saved = _upsert(table, (1, 0))
+    table.savepoint(saved.instant_time)
+    for i in range(12):
+        _upsert(table, (1, i + 1))
+    assert any(i.requested_time > saved.instant_time
+               for i in table.timeline(include_archived=True) if i not in table.timeline())
+    with pytest.raises(TidemarkError, match="archived"):
+        table.restore(saved.instant_time)
+    assert rows_of(table.read(), COLUMNS) == [(1, 12)]
+    # the savepoint still pins its files: time travel to it works
+    assert rows_of(table.read(as_of=saved.instant_time), COLUMNS) == [(1, 0)]
+
+
+def test_archival_stops_at_a_savepoint_by_default(tmp_path: Path) -> None:
+    table = _table(tmp_path, **ARCHIVE)
+    _upsert(table, (1, 0))
+    saved = _upsert(table, (1, 1))
+    table.savepoint(saved.instant_time)
+    for i in range(12):
+        _upsert(table, (1, i + 2))
+    archived = [i for i in table.timeline(include_archived=True) if i not in table.timeline()]
+    assert archived and all(i.requested_time < saved.instant_time for i in archived)
+    table.restore(saved.instant_time)
+    assert rows_of(table.read(), COLUMNS) == [(1, 1)]
