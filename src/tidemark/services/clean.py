@@ -196,7 +196,9 @@ def plan_clean(
         return None  # the retained window still reaches back to the first commit
     pending = earliest_pending_write(timeline)
     # Versions still the latest at or after `bound` stay: time travel into the window, and the
-    # version a pending write read when it planned (it planned before its instant time).
+    # version each pending write merges against. (A write plans a moment before it requests
+    # its instant; a version superseded in that moment is one it conflicts on anyway, and
+    # should the cleaner take it first the write fails as that conflict: BaseFileGoneError.)
     bound = min(filter(None, [window, pending]), default=None)
     saved = savepointed_files(storage, timeline)
     replaced = _replaced_groups(timeline)
