@@ -28,7 +28,8 @@ from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.write.commit import CommitProtocol, PendingWrite
 
-COMMANDS = ("demo", "timeline", "show", "markers", "rollback", "clean", "cluster", "compact", "options")
+COMMANDS = ("demo", "timeline", "show", "markers", "rollback", "clean", "savepoint", "restore", "cluster",
+            "compact", "options")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -368,7 +369,7 @@ def test_clean_all_pending_rolls_back_every_pending_write(
 
     code, out, _ = run(capsys, "clean", arrow_table)
     assert code == 0
-    assert out.strip() == "no pending writes"
+    assert out.splitlines() == ["no pending writes", "no file versions cleaned (nothing to clean)"]
 
 
 def test_rollback_warns_about_a_live_heartbeat(

@@ -208,7 +208,7 @@ def test_two_cleaners_roll_a_dead_write_back_once(tmp_path: Path) -> None:
     def clean() -> None:
         t = tidemark.Table.open(table.path, spark=None, options=FAST_HEARTBEAT)
         start.wait()
-        results.append(len(t.clean()))
+        results.append(len(t.clean().rolled_back))
         t.close()
 
     threads = [threading.Thread(target=clean) for _ in range(2)]

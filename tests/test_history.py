@@ -33,6 +33,12 @@ OPTIONS = {
     "hoodie.client.heartbeat.interval_in_ms": "300",
     "hoodie.client.heartbeat.tolerable.misses": "3",
     "hoodie.write.lock.wait_time_ms_between_retry": "20",
+    # Archival runs inline (small bounds: conflict checks must still see every instant that
+    # completed since a writer's snapshot); cleaning is off because the check below reads each
+    # commit's own files to learn its batch.
+    "hoodie.clean.automatic": "false",
+    "hoodie.keep.min.commits": "12",
+    "hoodie.keep.max.commits": "16",
 }
 
 
@@ -88,7 +94,8 @@ def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> N
             entry = json.loads(line)
             if entry["state"] == "intent":
                 intents[entry["batch"]] = entry["rows"]
-    timeline = Timeline.load(storage)
+    timeline = Timeline.load(storage).with_history()
+    assert timeline.has_history, "archival never ran"
     committed = []
     for inst in timeline.completed_data_instants:
         batch = _batch_of_instant(storage, timeline, inst)

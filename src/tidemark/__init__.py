@@ -1,6 +1,7 @@
 """tidemark: many concurrent writers, one Apache Hudi (v8) table, from Python and PySpark."""
 
 from tidemark.errors import (
+    BaseFileGoneError,
     ClusteringAbortedError,
     ClusteringConflictError,
     CommitError,
@@ -11,6 +12,7 @@ from tidemark.errors import (
     InvalidInputError,
     LockTimeoutError,
     MissingColumnError,
+    NotSavepointedError,
     NullRecordKeyError,
     SchemaMismatchError,
     TableExistsError,
@@ -20,6 +22,9 @@ from tidemark.errors import (
     UnsupportedTableError,
     WriteConflictError,
 )
+from tidemark.services.archive import ArchiveResult
+from tidemark.services.clean import CleanResult
+from tidemark.services.savepoint import RestoreResult, SavepointResult
 from tidemark.table import ClusteringResult, CommitResult, IncrementalResult, Table
 from tidemark.timeline import Action, Instant, State
 
@@ -57,6 +62,9 @@ _register_with_active_session()
 
 __all__ = [
     "Action",
+    "ArchiveResult",
+    "BaseFileGoneError",
+    "CleanResult",
     "ClusteringAbortedError",
     "ClusteringConflictError",
     "ClusteringResult",
@@ -71,7 +79,10 @@ __all__ = [
     "InstantNotFoundError",
     "InvalidInputError",
     "MissingColumnError",
+    "NotSavepointedError",
     "NullRecordKeyError",
+    "RestoreResult",
+    "SavepointResult",
     "SchemaMismatchError",
     "State",
     "Table",

@@ -13,10 +13,12 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
+    │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
         │   ├── EarlyConflictError  ... or is writing them: found while writing, not at commit
+        │   ├── BaseFileGoneError   ... and the version this write merged against was cleaned meanwhile
         │   └── ClusteringConflictError  the write touched file groups a clustering replaced
         │                                (retried by Table) or has planned (reject strategy)
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
@@ -118,6 +120,17 @@ class InstantNotFoundError(TidemarkError):
         extra = f": {detail}" if detail else ""
         super().__init__(f"instant {instant_time} not found{extra}")
         self.instant_time = instant_time
+
+
+class NotSavepointedError(InstantNotFoundError):
+    """Restore was asked for an instant without a completed savepoint."""
+
+    def __init__(self, instant_time: str) -> None:
+        super().__init__(
+            instant_time,
+            "it has no savepoint; only savepointed instants can be restored "
+            "(Table.savepoint / `tidemark savepoint`, listed by `tidemark timeline`)",
+        )
 
 
 class LockTimeoutError(TidemarkError):
@@ -284,6 +297,22 @@ class ClusteringAbortedError(CommitError):
         )
         self.conflicting_instant = conflicting_instant
         self.file_groups = list(file_groups)
+
+
+class BaseFileGoneError(WriteConflictError):
+    """The base file a write merged against was superseded by another writer's commit and then
+    cleaned, before the write read it: the same conflict the commit check reports, found early."""
+
+    def __init__(self, *, base_file: str, conflicting_instant: str, file_group: tuple[str, str]) -> None:
+        CommitError.__init__(
+            self,
+            f"the base file {base_file} that this write merged against was superseded by instant "
+            f"{conflicting_instant} (another writer's commit to file group {file_group[0] or '<root>'}/"
+            f"{file_group[1]}) and then cleaned. The write was rolled back; retry it.",
+        )
+        self.conflicting_instant = conflicting_instant
+        self.file_groups = [file_group]
+        self.base_file = base_file
 
 
 class HeartbeatExpiredError(CommitError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -38,9 +38,19 @@ from tidemark.format.properties import (
 )
 from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_schema_json
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
+from tidemark.services.archive import ArchiveResult, archive
+from tidemark.services.clean import (
+    CleanResult,
+    commits_since_last_clean,
+    execute_clean,
+    needs_cleaning,
+    schedule_clean,
+    superseded_base_file,
+)
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
+from tidemark.services.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
 from tidemark.storage import LocalStorage, Storage
-from tidemark.timeline import Action, Instant, Timeline
+from tidemark.timeline import Action, Instant, State, Timeline
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -253,9 +263,10 @@ class Table:
     def _adopt_schema(self, schema: pa.Schema) -> None:
         self._schema = pa.schema([f for f in schema if f.name not in META_SCHEMA.names])
 
-    def timeline(self) -> list[Instant]:
-        """Every instant on the active timeline, in requested-time order."""
-        return Timeline.load(self.storage).instants
+    def timeline(self, *, include_archived: bool = False) -> list[Instant]:
+        """Every instant on the active timeline (plus the archived ones if asked), by requested time."""
+        timeline = Timeline.load(self.storage)
+        return (timeline.with_history() if include_archived else timeline).instants
 
     # -- writes -------------------------------------------------------------------------
     def _protocol(self) -> Any:
@@ -294,6 +305,7 @@ class Table:
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
         reruns = 0
+        lost = 0
         while True:
             try:
                 outcome = client.write(operation, data, self.schema)
@@ -305,10 +317,27 @@ class Table:
                     raise
                 reruns += 1
                 log.info("write lost to clustering %s; running it again", conflict.clustering_instant)
+            except TidemarkError:
+                raise
+            except Exception as missing:  # FileNotFoundError, or a Spark job's error naming the file
+                gone = superseded_base_file(self.storage, missing)
+                if gone is None:
+                    raise
+                # The base file this write merged against was replaced by a concurrent commit
+                # and then cleaned: a write-write conflict the commit check would also have
+                # found, so it is reported, and retried, as one.
+                lost += 1
+                if lost > self.write_config.retries_on_conflict:
+                    raise gone from missing
+                log.warning("%s; retrying, attempt %d of %d", gone, lost + 1,
+                            self.write_config.retries_on_conflict + 1)
+        if lost:
+            outcome = replace(outcome, attempts=outcome.attempts + lost)
         if self._schema is None:
             self._adopt_schema(outcome.schema)
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
             self._compact_inline()
+        self._run_inline_services()
         stats = outcome.stats
         inserts, updates, deletes = counts(stats)
         instant = outcome.instant
@@ -578,9 +607,89 @@ class Table:
             return list(protocol.rollback_expired_writes())
         return list(protocol.rollback_failed_writes())
 
-    def clean(self) -> list[RollbackResult]:
-        """Table services run by hand; for now: roll back expired failed writes (LAZY cleaning)."""
-        return list(self._protocol().rollback_expired_writes())
+    def clean(self) -> CleanResult:
+        """Clean the table by hand: roll back failed writes whose heartbeat expired (never a live
+        one), then delete the file versions that hoodie.clean.policy lets go.
+
+        The plan is made under the table lock and published as ``<t>.clean.requested``; the
+        files are deleted outside the lock, concurrently with writers. Never deleted: the
+        latest version of each file group, versions inside the retained time-travel window,
+        the version a pending write may be merging against, savepointed files.
+        """
+        return self._clean(rollback_failed=True)
+
+    def _clean(self, *, rollback_failed: bool) -> CleanResult:
+        protocol = self._protocol()
+        rolled_back = tuple(protocol.rollback_expired_writes()) if rollback_failed else ()
+        if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
+            # Checked without the lock first, so writers that clean inline after every commit
+            # take the lock only when there is something to do.
+            return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")
+        with protocol.lock.hold("schedule a clean"):
+            scheduled, why = schedule_clean(
+                self.storage,
+                Timeline.load(self.storage),
+                self.write_config.clean,
+                protocol.heartbeats,
+                multi_writer=self.write_config.multi_writer,
+            )
+        results = [execute_clean(self.storage, plan) for plan in scheduled]
+        if not results:
+            return CleanResult(rolled_back=rolled_back, skipped=why)
+        last = results[-1]
+        return CleanResult(
+            rolled_back=rolled_back,
+            clean_instant=last.clean_instant,
+            deleted_files=tuple(f for r in results for f in r.deleted_files),
+            earliest_to_retain=last.earliest_to_retain,
+            kept_for_savepoints=tuple(f for r in results for f in r.kept_for_savepoints),
+            finished=tuple(r.clean_instant for r in results[:-1] if r.clean_instant is not None),
+        )
+
+    def archive(self) -> ArchiveResult:
+        """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)
+        once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
+        Runs under the table lock. Time travel and incremental reads still reach archived instants."""
+        with self._protocol().lock.hold("archive the timeline"):
+            return archive(self.storage, Timeline.load(self.storage), self.write_config.archive)
+
+    def _run_inline_services(self) -> None:
+        """After a successful write: clean and archive if due. A failing service is logged, never
+        raised: the write it follows is committed, and ingestion must not fail for a service."""
+        clean, keep = self.write_config.clean, self.write_config.archive
+        try:
+            timeline = Timeline.load(self.storage)
+            if clean.automatic and commits_since_last_clean(timeline) >= clean.max_commits:
+                self._clean(rollback_failed=False)  # the write already rolled back failed writes
+                timeline = timeline.reload()
+            if keep.automatic and len(timeline.completed_data_instants) > keep.max_commits:
+                self.archive()
+        except (TidemarkError, OSError) as exc:
+            log.warning("inline table service failed after a successful write: %s", exc)
+
+    # -- savepoints and restore ----------------------------------------------------------
+    def savepoint(self, instant_time: str, *, comment: str = "") -> SavepointResult:
+        """Pin the table as of the completed commit ``instant_time``: cleaning never deletes the
+        files a reader sees at that instant, so time travel to it and restore keep working."""
+        with self._protocol().lock.hold("create a savepoint"):
+            return create_savepoint(self.storage, Timeline.load(self.storage), instant_time, comment=comment)
+
+    def savepoints(self) -> list[Instant]:
+        """The completed savepoints, oldest first."""
+        return Timeline.load(self.storage).filter(actions=[Action.SAVEPOINT], states=[State.COMPLETED])
+
+    def delete_savepoint(self, instant_time: str) -> Instant:
+        """Remove a savepoint; its files become cleanable again. NotSavepointedError if none."""
+        with self._protocol().lock.hold("delete a savepoint"):
+            return delete_savepoint(self.storage, Timeline.load(self.storage), instant_time)
+
+    def restore(self, instant_time: str) -> RestoreResult:
+        """Roll the table back to the savepointed ``instant_time``: every write after it (pending
+        ones too) is rolled back, newest first, and a restore instant records it.
+        NotSavepointedError if the instant has no savepoint. Stop the writers first: their
+        pending writes are rolled back and will fail to commit."""
+        with self._protocol().lock.hold("restore to a savepoint"):
+            return restore(self.storage, Timeline.load(self.storage), instant_time)
 
     def close(self) -> None:
         """Release lock-provider connections (ZooKeeper sessions, ...)."""

@@ -1,4 +1,4 @@
-"""``tidemark clean``: roll back failed writes, never a live one (LAZY cleaning)."""
+"""``tidemark clean``: roll back failed writes (never a live one), then clean old file versions."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
+from tidemark.services.archive import ArchiveResult
+from tidemark.services.clean import CleanResult
 from tidemark.services.rollback import RollbackResult
 from tidemark.table import Table
 from tidemark.timeline import Instant, Timeline
@@ -26,9 +28,33 @@ from tidemark.timeline import Instant, Timeline
 CONCURRENCY_MODE = "hoodie.write.concurrency.mode"
 
 DESCRIPTION = """\
-Roll back the failed writes of the Hudi table at PATH: pending writes (state
-requested or inflight) whose writer is dead. Their data files are deleted and a
-rollback instant records each one; readers never saw them.
+Clean the Hudi table at PATH, in two steps:
+
+1. roll back its failed writes: pending writes (state requested or inflight)
+   whose writer is dead. Their data files are deleted and a rollback instant
+   records each one; readers never saw them;
+2. delete the old file versions that the cleaning policy lets go, and record a
+   clean instant (<t>.clean.requested holds the plan, <t>_<c>.clean what was
+   deleted). The plan is made under the table lock; the files are deleted
+   outside it, while writers keep writing. Never deleted: the latest version
+   of each file group; versions that time travel to the retained commits (or
+   hours) needs; the version a pending write may be merging against; files of
+   a savepoint (`tidemark savepoint`).
+
+   --policy commits       keep what the last N commits need (N = --retain,
+                          default hoodie.clean.commits.retained = 10): time
+                          travel to any of them keeps working (Hudi's default)
+   --policy file-versions keep the last N versions of each file group
+                          (default hoodie.clean.fileversions.retained = 3)
+   --policy hours         keep what the last N hours need (default
+                          hoodie.clean.hours.retained = 24)
+
+   Writers also clean inline after their commits (hoodie.clean.automatic,
+   on by default) with the policy of their own options. Give this command
+   the same cleaning options as the writers (--policy/--retain, or
+   hoodie.clean.* with --options): it keeps only what its own policy says.
+   --archive also archives the timeline: instants beyond
+   hoodie.keep.max.commits move to .hoodie/timeline/history/.
 
 A write is dead when its heartbeat expired. Every multi-writer write keeps a
 heartbeat file (.hoodie/.heartbeat/<instant>) fresh while it runs; once the
@@ -54,6 +80,9 @@ dead and rolled back (single-writer semantics, like the EAGER policy). Only
 use it when you know that no writer is running. You are asked to confirm
 unless --yes is given or stdin is not a terminal.
 
+--failed-writes-only skips step 2 (the command's behaviour before cleaning
+existed).
+
 `tidemark timeline PATH` shows each pending write's heartbeat.
 """
 
@@ -68,13 +97,24 @@ examples:
       the writers lock with ZooKeeper: clean takes the same lock
   tidemark clean /data/trips --all-pending --yes
       every writer is stopped: roll back every pending write, live heartbeat or not
+  tidemark clean /data/trips --policy commits --retain 5
+      keep only what time travel to the last 5 commits needs
+  tidemark clean /data/trips --policy file-versions --retain 1 --archive
+      keep one version per file group, then archive the timeline
 """
+
+POLICIES = {
+    "commits": ("KEEP_LATEST_COMMITS", "hoodie.clean.commits.retained"),
+    "file-versions": ("KEEP_LATEST_FILE_VERSIONS", "hoodie.clean.fileversions.retained"),
+    "hours": ("KEEP_LATEST_BY_HOURS", "hoodie.clean.hours.retained"),
+}
+SHOWN_FILES = 20  # deleted files listed one by one (all of them with --list)
 
 
 def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "clean",
-        help="roll back failed writes whose heartbeat expired (never a live one)",
+        help="roll back failed writes (never a live one), then delete old file versions",
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=HelpFormatter,
@@ -90,7 +130,46 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "-y", "--yes", action="store_true",
         help="with --all-pending: do not ask for confirmation",
     )
+    parser.add_argument(
+        "--policy", choices=sorted(POLICIES), default=None,
+        help="what to keep (default: hoodie.clean.policy, i.e. commits)",
+    )
+    parser.add_argument(
+        "--retain", metavar="N", type=_positive, default=None,
+        help="how many commits / versions / hours the policy keeps",
+    )
+    parser.add_argument(
+        "--failed-writes-only", action="store_true", dest="failed_writes_only",
+        help="only roll back failed writes; delete no file versions",
+    )
+    parser.add_argument("--archive", action="store_true", help="also archive the timeline afterwards")
+    parser.add_argument("--list", action="store_true", dest="list_all", help="list every deleted file")
     parser.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
+    return value
+
+
+def _policy_options(args: argparse.Namespace) -> dict[str, str]:
+    """--policy / --retain as the option keys they stand for."""
+    out: dict[str, str] = {}
+    name = args.policy
+    if name is not None:
+        out["hoodie.clean.policy"] = POLICIES[name][0]
+    if args.retain is not None:
+        out[POLICIES[name or "commits"][1]] = str(args.retain)
+        if (name or "commits") == "commits":
+            # Archival must keep more commits than cleaning retains (Hudi's rule): follow --retain.
+            out.setdefault("hoodie.keep.min.commits", str(max(20, args.retain + 1)))
+            out.setdefault("hoodie.keep.max.commits", str(max(30, args.retain + 11)))
+    return out
 
 
 def _describe_pending(table: Table, timeline: Timeline, instant: Instant, beat: Liveness | None) -> str:
@@ -123,8 +202,45 @@ def _why_left(beat: Liveness | None, expiry: str) -> str:
     return "its heartbeat expired just now; run clean again"
 
 
+def _print_clean(ui: Ui, result: CleanResult, *, list_all: bool) -> None:
+    if result.clean_instant is None:
+        ui.out.print(f"no file versions cleaned ({escape(result.skipped or 'nothing to clean')})")
+        return
+    deleted = result.deleted_files
+    window = (
+        f"; versions needed from {result.earliest_to_retain} "
+        f"({readable_time(result.earliest_to_retain)} UTC) on are kept"
+        if result.earliest_to_retain else ""
+    )
+    ui.out.print(
+        f"{ui.check} cleaned {count(len(deleted))} old file version(s){window}; "
+        f"clean instant {result.clean_instant.requested_time}",
+        soft_wrap=True,
+    )
+    shown = deleted if list_all else deleted[:SHOWN_FILES]
+    for path in shown:
+        ui.out.print(f"  deleted {escape(path)}", soft_wrap=True)
+    if len(deleted) > len(shown):
+        ui.out.print(f"  ... and {count(len(deleted) - len(shown))} more (--list shows them all)")
+    if result.kept_for_savepoints:
+        ui.out.print(f"  kept {count(len(result.kept_for_savepoints))} planned file(s): a savepoint needs them")
+    for finished in result.finished:
+        ui.out.print(f"  also finished clean {finished.requested_time}, left pending by a cleaner that died")
+
+
+def _print_archive(ui: Ui, result: ArchiveResult) -> None:
+    if not result.archived:
+        ui.out.print(f"nothing archived ({escape(result.skipped or '')})")
+        return
+    first, last = result.archived[0], result.archived[-1]
+    ui.out.print(
+        f"{ui.check} archived {count(len(result.archived))} instant(s), {first.requested_time} .. "
+        f"{last.requested_time}, into .hoodie/timeline/history (manifest {result.manifest_version})"
+    )
+
+
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    options = option_pairs(args.options)
+    options = {**option_pairs(args.options), **_policy_options(args)}
     # The mode decides what clean means: heartbeat-checked (multi-writer) or everything.
     mode = "single_writer" if args.all_pending else "optimistic_concurrency_control"
     with Table.open(args.path, spark=None, options={**options, CONCURRENCY_MODE: mode}) as table:
@@ -156,8 +272,13 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
                 ui.out.print("aborted; nothing was changed")
                 return 1
             results = table.rollback_failed_writes()
+            cleaned = None if args.failed_writes_only else table.clean()
+        elif args.failed_writes_only:
+            results = table.rollback_failed_writes()  # multi-writer mode: expired heartbeats only
+            cleaned = None
         else:
-            results = table.clean()  # under the lock, re-checking each heartbeat
+            cleaned = table.clean()  # rollbacks under the lock, re-checking each heartbeat
+            results = list(cleaned.rolled_back)
 
         for result in results:
             _print_result(ui, result)
@@ -169,4 +290,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
             beat = liveness(table.storage, instant, policy)
             described = _describe_pending(table, timeline, instant, beat)
             ui.out.print(Text(f"left alone: {described} ({_why_left(beat, expiry)})"), soft_wrap=True)
+        if cleaned is not None:
+            _print_clean(ui, cleaned, list_all=args.list_all)
+        if args.archive:
+            _print_archive(ui, table.archive())
     return 0

@@ -16,7 +16,7 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, cluster, compact, demo, markers, options, rollback, show, timeline
+from tidemark.cli import clean, cluster, compact, demo, markers, options, restore, rollback, savepoint, show, timeline
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -41,8 +41,9 @@ DESCRIPTION = """\
 tidemark creates, writes and reads Apache Hudi (v8) tables, copy-on-write and
 merge-on-read, from Python and PySpark, with many concurrent writers
 (optimistic concurrency control). This command inspects tables, rolls back and
-cleans up failed writes, runs table services (clustering, compaction) and the
-demo. Only the demo (and `cluster --spark`) starts Spark; the other commands
+cleans up failed writes, runs table services (cleaning, clustering,
+compaction), takes savepoints and restores to them, and runs the demo. Only
+the demo (and `cluster --spark`) starts Spark; the other commands
 read the files directly.
 """
 
@@ -56,7 +57,10 @@ quick start:
   tidemark markers PATH         who is writing it right now: heartbeats, markers,
                                 file groups two writers both hold
   tidemark clean PATH           roll back writes whose writer died (heartbeat
-                                expired); a live writer's write is never touched
+                                expired; a live writer's write is never touched),
+                                then delete file versions no reader needs
+  tidemark savepoint PATH T     pin the table as of commit T (never cleaned)
+  tidemark restore PATH T       roll the table back to savepoint T
   tidemark cluster PATH         rewrite small files into big ones (optionally
                                 --sort-by columns), while writers keep writing
   tidemark compact PATH         merge-on-read: merge log files into new base files
@@ -102,7 +106,7 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, markers, rollback, clean, cluster, compact, options):
+    for module in (demo, timeline, show, markers, rollback, clean, savepoint, restore, cluster, compact, options):
         module.add_parser(commands)
     return parser
 

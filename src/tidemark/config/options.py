@@ -445,6 +445,80 @@ OPTIONS: tuple[Option, ...] = (
         "Merge-on-read: how log files hold upserted records: avro (Hudi's default) or parquet "
         "(a parquet file inside the block: bigger to write for tiny batches, much faster to read).",
     ),
+    # -- table services: cleaning, archival (issue 6) -----------------------------------
+    Option(
+        "hoodie.clean.automatic",
+        "true",
+        parse_bool,
+        "Clean old file versions inline after writes (see hoodie.clean.max.commits and "
+        "hoodie.clean.policy). Off: only Table.clean / `tidemark clean` delete them.",
+    ),
+    Option(
+        "hoodie.clean.policy",
+        "KEEP_LATEST_COMMITS",
+        choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
+        "What cleaning keeps: the file versions the last hoodie.clean.commits.retained commits need "
+        "(time travel to them works), the last hoodie.clean.fileversions.retained versions of each "
+        "file group, or the versions the last hoodie.clean.hours.retained hours need.",
+    ),
+    Option(
+        "hoodie.clean.commits.retained",
+        "10",
+        parse_positive_int,
+        "KEEP_LATEST_COMMITS: the number of latest commits whose file versions are kept.",
+    ),
+    Option(
+        "hoodie.clean.fileversions.retained",
+        "3",
+        parse_positive_int,
+        "KEEP_LATEST_FILE_VERSIONS: versions kept per file group (the latest always stays).",
+    ),
+    Option(
+        "hoodie.clean.hours.retained",
+        "24",
+        parse_positive_int,
+        "KEEP_LATEST_BY_HOURS: hours of time travel whose file versions are kept.",
+    ),
+    Option(
+        "hoodie.clean.max.commits",
+        "1",
+        parse_positive_int,
+        "Inline cleaning runs once this many commits completed since the last clean.",
+    ),
+    Option(
+        "hoodie.archive.automatic",
+        "true",
+        parse_bool,
+        "Archive the timeline inline after writes: move old completed instants into "
+        ".hoodie/timeline/history/ (LSM layout) once more than hoodie.keep.max.commits "
+        "commits are active.",
+    ),
+    Option(
+        "hoodie.keep.min.commits",
+        "20",
+        parse_positive_int,
+        "Archival keeps at least this many completed commits on the active timeline.",
+    ),
+    Option(
+        "hoodie.keep.max.commits",
+        "30",
+        parse_positive_int,
+        "Archival starts once the active timeline holds more completed commits than this.",
+    ),
+    Option(
+        "hoodie.timeline.compaction.batch.size",
+        "10",
+        parse_positive_int,
+        "History files of one level merged into one file of the next level (LSM compaction "
+        "of the archived timeline), so reading the history stays a handful of files.",
+    ),
+    Option(
+        "hoodie.archive.beyond.savepoint",
+        "false",
+        parse_bool,
+        "Let archival move instants later than the earliest savepoint (the savepoint itself "
+        "stays active). Restoring to a savepoint then fails if instants after it were archived.",
+    ),
 )
 
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

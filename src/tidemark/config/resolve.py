@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import difflib
+import enum
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
 from tidemark.concurrency.early_conflict import DetectionStrategy, EarlyConflictSettings
@@ -13,6 +15,37 @@ from tidemark.concurrency.early_conflict import validate as validate_early_confl
 from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, UnknownOptionError
+
+
+class CleanPolicy(str, enum.Enum):
+    """What cleaning keeps (``hoodie.clean.policy``)."""
+
+    KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+    KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+    KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+
+
+@dataclass(frozen=True)
+class CleanConfig:
+    """Cleaning: which file versions to keep, and when inline cleaning runs."""
+
+    automatic: bool = True
+    policy: CleanPolicy = CleanPolicy.KEEP_LATEST_COMMITS
+    commits_retained: int = 10
+    file_versions_retained: int = 3
+    hours_retained: timedelta = timedelta(hours=24)
+    max_commits: int = 1  # inline cleaning once this many commits completed since the last clean
+
+
+@dataclass(frozen=True)
+class ArchiveConfig:
+    """Archival: the bounds of the active timeline and the LSM history's compaction."""
+
+    automatic: bool = True
+    min_commits: int = 20
+    max_commits: int = 30
+    compaction_batch: int = 10
+    beyond_savepoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,6 +95,8 @@ class WriteConfig:
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = 5
     log_block_format: str = "avro"
+    clean: CleanConfig = field(default_factory=CleanConfig)
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
     @property
     def multi_writer(self) -> bool:
@@ -172,6 +207,47 @@ def check_clustering_sizes(config: ClusteringConfig) -> None:
         )
 
 
+def _clean_config(raw: Mapping[str, str]) -> CleanConfig:
+    return CleanConfig(
+        automatic=parse_option("hoodie.clean.automatic", raw),
+        policy=CleanPolicy(parse_option("hoodie.clean.policy", raw)),
+        commits_retained=parse_option("hoodie.clean.commits.retained", raw),
+        file_versions_retained=parse_option("hoodie.clean.fileversions.retained", raw),
+        hours_retained=timedelta(hours=parse_option("hoodie.clean.hours.retained", raw)),
+        max_commits=parse_option("hoodie.clean.max.commits", raw),
+    )
+
+
+def _archive_config(raw: Mapping[str, str], clean: CleanConfig) -> ArchiveConfig:
+    config = ArchiveConfig(
+        automatic=parse_option("hoodie.archive.automatic", raw),
+        min_commits=parse_option("hoodie.keep.min.commits", raw),
+        max_commits=parse_option("hoodie.keep.max.commits", raw),
+        compaction_batch=parse_option("hoodie.timeline.compaction.batch.size", raw),
+        beyond_savepoint=parse_option("hoodie.archive.beyond.savepoint", raw),
+    )
+    if config.min_commits > config.max_commits:
+        raise ConfigError(
+            "hoodie.keep.min.commits must not exceed hoodie.keep.max.commits "
+            f"({config.min_commits} > {config.max_commits})",
+            key="hoodie.keep.min.commits",
+        )
+    if config.compaction_batch < 2:
+        raise ConfigError(
+            f"hoodie.timeline.compaction.batch.size must be at least 2, got {config.compaction_batch}",
+            key="hoodie.timeline.compaction.batch.size",
+        )
+    if clean.policy is CleanPolicy.KEEP_LATEST_COMMITS and config.min_commits <= clean.commits_retained:
+        # Hudi's rule too: the commits whose file versions cleaning keeps must stay on the active
+        # timeline, or time travel to them would find files whose commit it cannot see.
+        raise ConfigError(
+            "hoodie.keep.min.commits must be greater than hoodie.clean.commits.retained "
+            f"({config.min_commits} <= {clean.commits_retained})",
+            key="hoodie.keep.min.commits",
+        )
+    return config
+
+
 def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
     """Options as strings; raises UnknownOptionError (with the closest key) for unknown keys."""
     out: dict[str, str] = {}
@@ -212,11 +288,14 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
             stacklevel=3,
         )
         values["failed_writes_policy"] = "LAZY"
+    clean = _clean_config(raw)
     config = replace(
         WriteConfig(**values),
         lock=_lock_settings(raw),
         early_conflict=_early_conflict(raw, values),
         clustering=_clustering_config(raw),
+        clean=clean,
+        archive=_archive_config(raw, clean),
     )
     if config.small_file_limit >= config.max_file_size:
         raise ConfigError(

@@ -284,3 +284,160 @@ COMPACTION_PLAN: dict[str, Any] = {
         _field("missingSchedulePartitions", {"type": "array", "items": _STR}),
     ],
 }
+
+# -- table services (cleaning, savepoint, restore, archived timeline) ----------------------
+
+_STR_ARRAY = {"type": "array", "items": _STR}
+
+CLEANER_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCleanerPlan",
+    "namespace": _NS,
+    "fields": [
+        {
+            "name": "earliestInstantToRetain",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "HoodieActionInstant",
+                    "fields": [
+                        {"name": "timestamp", "type": _STR},
+                        {"name": "action", "type": _STR},
+                        {"name": "state", "type": _STR},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+        {"name": "policy", "type": _STR},
+        # Deprecated by Hudi in favour of filePathsToBeDeletedPerPartition; written as null.
+        _field("filesToBeDeletedPerPartition", {"type": "map", "values": _STR_ARRAY}),
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        _field(
+            "filePathsToBeDeletedPerPartition",
+            {
+                "type": "map",
+                "values": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "HoodieCleanFileInfo",
+                        "fields": [_field("filePath", _STR), _field("isBootstrapBaseFile", "boolean")],
+                    },
+                },
+            },
+        ),
+        _field("partitionsToBeDeleted", _STR_ARRAY),
+    ],
+}
+
+_CLEAN_PARTITION: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCleanPartitionMetadata",
+    "fields": [
+        {"name": "partitionPath", "type": _STR},
+        {"name": "policy", "type": _STR},
+        {"name": "deletePathPatterns", "type": _STR_ARRAY},
+        {"name": "successDeleteFiles", "type": _STR_ARRAY},
+        {"name": "failedDeleteFiles", "type": _STR_ARRAY},
+        {"name": "isPartitionDeleted", "type": ["null", "boolean"], "default": None},
+    ],
+}
+
+CLEAN_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCleanMetadata",
+    "namespace": _NS,
+    "fields": [
+        {"name": "policy", "type": _STR, "default": ""},
+        {"name": "startCleanTime", "type": _STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "totalFilesDeleted", "type": "int"},
+        {"name": "earliestCommitToRetain", "type": _STR},
+        {"name": "lastCompletedCommitTimestamp", "type": _STR, "default": ""},
+        {"name": "partitionMetadata", "type": {"type": "map", "values": _CLEAN_PARTITION}},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        {
+            "name": "bootstrapPartitionMetadata",
+            "type": ["null", {"type": "map", "values": "HoodieCleanPartitionMetadata"}],
+            "default": None,
+        },
+    ],
+}
+
+SAVEPOINT_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieSavepointMetadata",
+    "namespace": _NS,
+    "fields": [
+        {"name": "savepointedBy", "type": _STR},
+        {"name": "savepointedAt", "type": "long"},
+        {"name": "comments", "type": _STR},
+        {
+            "name": "partitionMetadata",
+            "type": {
+                "type": "map",
+                "values": {
+                    "type": "record",
+                    "name": "HoodieSavepointPartitionMetadata",
+                    "fields": [
+                        {"name": "partitionPath", "type": _STR},
+                        {"name": "savepointDataFile", "type": _STR_ARRAY},
+                    ],
+                },
+            },
+        },
+        {"name": "version", "type": ["int", "null"], "default": 1},
+    ],
+}
+
+_INSTANT_INFO: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieInstantInfo",
+    "fields": [{"name": "commitTime", "type": _STR}, {"name": "action", "type": _STR}],
+}
+
+RESTORE_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRestorePlan",
+    "namespace": _NS,
+    "fields": [
+        {"name": "instantsToRollback", "default": [], "type": {"type": "array", "items": _INSTANT_INFO}},
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        _field("savepointToRestoreTimestamp", _STR),
+    ],
+}
+
+RESTORE_METADATA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRestoreMetadata",
+    "namespace": _NS,
+    "fields": [
+        {"name": "startRestoreTime", "type": _STR},
+        {"name": "timeTakenInMillis", "type": "long"},
+        {"name": "instantsToRollback", "type": _STR_ARRAY},
+        {
+            "name": "hoodieRestoreMetadata",
+            "type": {"type": "map", "values": {"type": "array", "items": ["null", ROLLBACK_METADATA]}},
+        },
+        {"name": "version", "type": ["int", "null"], "default": 1},
+        # HoodieInstantInfo is defined inside the rollback metadata above: refer to it by name.
+        {"name": "restoreInstantInfo", "default": [], "type": {"type": "array", "items": "HoodieInstantInfo"}},
+        _field("extraMetadata", {"type": "map", "values": _STR}),
+    ],
+}
+
+LSM_TIMELINE_INSTANT: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieLSMTimelineInstant",
+    "namespace": _NS,
+    "fields": [
+        _field("instantTime", "string"),
+        _field("completionTime", "string"),
+        _field("action", "string"),
+        _field("metadata", "bytes"),
+        _field("plan", "bytes"),
+        {"name": "version", "type": "int", "default": 1},
+    ],
+}

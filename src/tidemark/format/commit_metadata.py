@@ -24,6 +24,11 @@ _PARSED = {
     "rollback": fastavro.parse_schema(avro_schemas.ROLLBACK_METADATA),
     "rollback_plan": fastavro.parse_schema(avro_schemas.ROLLBACK_PLAN),
     "compaction_plan": fastavro.parse_schema(avro_schemas.COMPACTION_PLAN),
+    "cleaner_plan": fastavro.parse_schema(avro_schemas.CLEANER_PLAN),
+    "clean": fastavro.parse_schema(avro_schemas.CLEAN_METADATA),
+    "savepoint": fastavro.parse_schema(avro_schemas.SAVEPOINT_METADATA),
+    "restore_plan": fastavro.parse_schema(avro_schemas.RESTORE_PLAN),
+    "restore": fastavro.parse_schema(avro_schemas.RESTORE_METADATA),
 }
 
 

@@ -116,6 +116,14 @@ class FileSystemView:
             return False
         return self.as_of is None or instant.requested_time <= self.as_of
 
+    def _visible_file(self, instant_time: str) -> bool:
+        """Whether a data file written by ``instant_time`` is visible: its instant completed
+        (or was archived, which it only is once completed) and is not after ``as_of``."""
+        owner = self.timeline.completed_instant(instant_time)
+        if owner is not None:
+            return self._visible_instant(owner)
+        return self.timeline.is_archived(instant_time) and (self.as_of is None or instant_time <= self.as_of)
+
     def _build(self) -> dict[tuple[str, str], FileGroup]:
         # Only replacecommits change which file groups exist; plain commits need no metadata read.
         replaced: set[tuple[str, str]] = set()
@@ -133,8 +141,7 @@ class FileSystemView:
                 if log is not None and (log.partition_path, log.file_id) not in replaced:
                     logs.append(log)
                 continue
-            owner = self.timeline.completed_instant(parsed.instant_time)
-            if not self._visible_instant(owner):
+            if not self._visible_file(parsed.instant_time):
                 continue
             partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
             if (partition, parsed.file_id) in replaced:
@@ -147,9 +154,9 @@ class FileSystemView:
             if len(bases) > 1:
                 # Leftovers of a failed task attempt next to the real file: the commit says which counts.
                 writer = self.timeline.completed_instant(instant_time)
-                assert writer is not None
-                recorded = {s.path for s in self.timeline.commit_metadata(writer).write_stats}
-                bases = [b for b in bases if b.path in recorded] or bases[:1]
+                if writer is not None:  # archived writers' leftovers were removed when they committed
+                    recorded = {s.path for s in self.timeline.commit_metadata(writer).write_stats}
+                    bases = [b for b in bases if b.path in recorded] or bases[:1]
             group = groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.base_files.append(bases[0])
         for group in groups.values():

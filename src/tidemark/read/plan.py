@@ -127,12 +127,28 @@ def snapshot_plan(
     return ReadPlan(tuple(g.latest for g in groups), None, logs=logs)
 
 
+def _starts_before(timeline: Timeline, start: str) -> bool:
+    """Whether an archived commit could have completed after ``start``.
+
+    Archival guarantees that every archived instant completed before every completed
+    instant still active (savepoints aside), so only a ``start`` before the earliest
+    active completion time can reach archived commits.
+    """
+    if timeline.archived_before is None:
+        return False
+    earliest = timeline.earliest_active_completion()
+    return earliest is None or start < earliest
+
+
 def incremental_plan(storage: Storage, timeline: Timeline, *, start: str | None, end: str | None) -> ReadPlan:
     """Rows written by instants that completed in ``(start, end]``; ``end`` defaults to now."""
     if start is not None:
         start = check_instant_time(start, "start")
     if end is not None:
         end = check_instant_time(end, "end")
+    if start is None or timeline.is_archived(start) or _starts_before(timeline, start):
+        # The range reaches back before the active timeline: the archived commits count too.
+        timeline = timeline.with_history()
     ordered = [i for i in timeline.by_completion_time() if i.action.writes_data]
     chosen = [
         i
@@ -144,7 +160,7 @@ def incremental_plan(storage: Storage, timeline: Timeline, *, start: str | None,
         return ReadPlan((), frozenset(), (), checkpoint)
     # The latest version of each touched file group among instants completed by `end`.
     last = chosen[-1].completion_time or ""
-    horizon = Timeline(storage, [i for i in timeline if not i.is_completed or (i.completion_time or "") <= last])
+    horizon = timeline.restricted(i for i in timeline if not i.is_completed or (i.completion_time or "") <= last)
     view = FileSystemView(storage, horizon)
     touched: set[tuple[str, str]] = set()
     for inst in chosen:

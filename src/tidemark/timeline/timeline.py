@@ -2,6 +2,16 @@
 
 Only COMPLETED instants make data visible. ``reload()`` returns a fresh snapshot;
 a ``Timeline`` object itself never changes.
+
+Archival moves old completed instants into the history (:mod:`.history`), oldest
+first. Once anything was archived, an instant time earlier than every
+(non-savepoint) instant still on the active timeline belongs to an archived, so
+completed, instant: :meth:`Timeline.is_archived`. That is Hudi's "before the
+timeline starts" rule, which hudi-rs applies too; it lets the file-system view
+see files of archived commits without reading the history. Only callers that
+need the archived instants themselves (incremental reads from before the active
+timeline, a writer whose snapshot predates an archival) call
+:meth:`Timeline.with_history`.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.commit_metadata import CommitMetadata
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.storage import Storage
+from tidemark.timeline.history import ArchivedTimeline, has_history
 from tidemark.timeline.instant import Action, Instant, State, instant_file_name, parse_instant_file_name
 
 _METADATA: dict[str, CommitMetadata] = {}
@@ -99,12 +110,35 @@ def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None
 _LOADED: dict[str, _LoadedTimeline] = {}
 
 
+_ALL_ARCHIVED = "9" * 17  # no instant left on the active timeline: every time is archived
+
+
+def archive_boundary(instants: Iterable[Instant]) -> str:
+    """The earliest requested time of an active instant other than a savepoint.
+
+    Savepoints stay on the active timeline while the instants around them are archived
+    (hoodie.archive.beyond.savepoint), so they do not mark where the timeline starts.
+    """
+    return min((i.requested_time for i in instants if i.action is not Action.SAVEPOINT), default=_ALL_ARCHIVED)
+
+
 class Timeline:
     """Instants ordered by requested time, with queries by state, action and completion."""
 
-    def __init__(self, storage: Storage, instants: Iterable[Instant], *, presorted: bool = False) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        instants: Iterable[Instant],
+        *,
+        presorted: bool = False,
+        archived_before: str | None = None,
+        history: ArchivedTimeline | None = None,
+    ) -> None:
         self._storage = storage
         self._instants = list(instants) if presorted else sorted(instants, key=_order)
+        # Set once something was archived: times before it are of archived, completed instants.
+        self.archived_before = archived_before
+        self._history = history
 
     @classmethod
     def load(cls, storage: Storage) -> Timeline:
@@ -118,7 +152,48 @@ class Timeline:
         else:
             cached = cached.extended(names - cached.names)
         _LOADED[key] = cached
-        return cls(storage, cached.instants, presorted=True)
+        boundary = archive_boundary(cached.instants) if has_history(storage) else None
+        return cls(storage, cached.instants, presorted=True, archived_before=boundary)
+
+    def restricted(self, instants: Iterable[Instant]) -> Timeline:
+        """A timeline of some of these instants that keeps this one's archive boundary and history."""
+        return Timeline(self._storage, instants, archived_before=self.archived_before, history=self._history)
+
+    def earliest_active_completion(self) -> str | None:
+        """The earliest completion time of an active completed instant, savepoints aside.
+
+        Every archived instant completed before it (archival keeps that so), which tells
+        an incremental reader whether its range reaches into the history.
+        """
+        times = [
+            i.completion_time
+            for i in self._instants
+            if i.is_completed and i.completion_time and i.action is not Action.SAVEPOINT
+            and (self._history is None or (i.requested_time, i.action) not in self._history.location)
+        ]
+        return min(times, default=None)
+
+    def is_archived(self, requested_time: str) -> bool:
+        """Whether ``requested_time`` is before the active timeline starts (an archived instant)."""
+        return self.archived_before is not None and requested_time < self.archived_before
+
+    @property
+    def has_history(self) -> bool:
+        return self._history is not None
+
+    def with_history(self) -> Timeline:
+        """This timeline plus every archived instant (completed), read from the history.
+
+        The history is read here, so call it only when archived instants are needed.
+        """
+        if self._history is not None or self.archived_before is None:
+            return self
+        history = ArchivedTimeline.load(self._storage)
+        active = {(i.requested_time, i.action) for i in self._instants}
+        archived = [i for i in history.instants if (i.requested_time, i.action) not in active]
+        return Timeline(
+            self._storage, [*archived, *self._instants], archived_before=self.archived_before, history=history
+        )
 
     def reload(self) -> Timeline:
         return Timeline.load(self._storage)
@@ -162,7 +237,10 @@ class Timeline:
 
     @cached_property
     def _completed_times(self) -> dict[str, Instant]:
-        return {i.requested_time: i for i in self.completed}
+        # A savepoint shares its commit's time: the commit is the instant a time stands for.
+        times = {i.requested_time: i for i in self.completed if not i.action.writes_data}
+        times.update((i.requested_time, i) for i in self.completed_data_instants)
+        return times
 
     def is_completed(self, requested_time: str) -> bool:
         return requested_time in self._completed_times
@@ -187,11 +265,32 @@ class Timeline:
         return max(times) if times else None
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
-        """The commit metadata of a completed data instant (cached per snapshot)."""
+        """The commit metadata of a completed data instant (cached per process), archived or not."""
         if not instant.is_completed:
             raise InstantNotFoundError(instant.requested_time, "not completed")
         path = f"{TIMELINE_DIR}/{instant.file_name}"
-        return _read_commit_metadata(self._storage.full_path(path), self._storage, path)
+        full = self._storage.full_path(path)
+        if full not in _METADATA and self._archived_file(instant, path):
+            meta = CommitMetadata.from_bytes(self._history.metadata_bytes(instant))  # type: ignore[union-attr]
+            _METADATA[full] = meta
+            return meta
+        return _read_commit_metadata(full, self._storage, path)
+
+    def instant_bytes(self, instant: Instant) -> bytes:
+        """The raw content of a completed instant's file (from the history if it was archived)."""
+        path = f"{TIMELINE_DIR}/{instant.file_name}"
+        if self._archived_file(instant, path):
+            return self._history.metadata_bytes(instant)  # type: ignore[union-attr]
+        return self._storage.read_bytes(path)
+
+    def _archived_file(self, instant: Instant, path: str) -> bool:
+        """Whether the instant's file left the active timeline for the (loaded) history."""
+        history = self._history
+        return (
+            history is not None
+            and (instant.requested_time, instant.action) in history.location
+            and not self._storage.exists(path)
+        )
 
     def clustering_plan(self, instant: Instant) -> ClusteringPlan | None:
         """The plan of a clustering instant (pending or completed), or None if it has none."""

@@ -62,6 +62,28 @@ class CommitTiming:
     critical_section_ms: float  # lock held: reload, conflict checks, publish (plus release)
 
 
+def _window_across_archival(
+    timeline: Timeline, seen: frozenset[str], from_snapshot: bool
+) -> tuple[Timeline, frozenset[str]]:
+    """The timeline and snapshot to check conflicts against, when archival ran since the snapshot.
+
+    Archival may have moved instants that completed after our snapshot into the history;
+    they are still conflict candidates. Instants archived before the snapshot are not: every
+    instant that completed before the latest one our snapshot saw was visible to it
+    (completion times are generated and published under the lock, in order), so they join
+    ``seen``. The history is read only in this rare case, never on the common path.
+    """
+    if not from_snapshot or timeline.archived_before is None:
+        return timeline, seen
+    active = {i.requested_time for i in timeline.completed}
+    if seen and seen <= active:  # nothing we saw was archived, so nothing newer was either
+        return timeline, seen
+    full = timeline.with_history()
+    horizon = max((i.completion_time or "" for i in full.completed if i.requested_time in seen), default="")
+    earlier = {i.requested_time for i in full.completed if (i.completion_time or "") <= horizon}
+    return full, seen | earlier
+
+
 def _requested_ms(instant_time: str) -> int:
     return int(parse_instant_time(instant_time).timestamp() * 1000)
 
@@ -242,8 +264,9 @@ class CommitProtocol:
                             i.requested_time for i in timeline.completed if i.requested_time < pending.instant_time
                             and (i.completion_time or "") < pending.instant_time
                         )
+                    checked, seen = _window_across_archival(timeline, seen, pending.seen is not None)
                     mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
-                    self.strategy.check(self.storage, timeline, mine)
+                    self.strategy.check(self.storage, checked, mine)
                     self._still_mine(pending, timeline)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)

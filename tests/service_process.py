@@ -1,0 +1,39 @@
+"""Table services in their own OS process: clean and archive in a loop until told to stop.
+
+Run as ``python service_process.py SPEC.json``; the spec names the table, its
+options, a ``stop`` file and a ``result`` file, which gets JSON counts (or the
+error that ended the loop).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import tidemark
+
+
+def main() -> None:
+    spec = json.loads(Path(sys.argv[1]).read_text())
+    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+    cleans = deleted = archived = 0
+    outcome: dict[str, object]
+    try:
+        while not Path(spec["stop"]).exists():
+            result = table.clean()
+            cleans += result.clean_instant is not None
+            deleted += len(result.deleted_files)
+            archived += len(table.archive().archived)
+            time.sleep(spec.get("pause_s", 0.05))
+        outcome = {"status": "ok", "cleans": cleans, "deleted": deleted, "archived": archived}
+    except tidemark.TidemarkError as error:
+        outcome = {"status": "error", "error": type(error).__name__, "message": str(error)}
+    finally:
+        table.close()
+    Path(spec["result"]).write_text(json.dumps(outcome))
+
+
+if __name__ == "__main__":
+    main()
