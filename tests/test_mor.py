@@ -438,3 +438,25 @@ def test_without_an_ordering_field_the_later_commit_wins(tmp_path: Path) -> None
     assert rows_of(t.read(), ["id", "v"]) == [(1, "a3")]
     assert t.compact() is not None
     assert rows_of(t.read(query_type="read_optimized"), ["id", "v"]) == [(1, "a3")]
+
+
+def test_cleaning_a_merge_on_read_table_removes_old_slices_with_their_logs(tmp_path: Path) -> None:
+    """An old file slice is its base file and the logs on it: cleaning takes them together."""
+    t = mor_table(tmp_path / "t", **{"hoodie.clean.automatic": "false", "hoodie.clean.commits.retained": "1"})
+    t.upsert(batch([(1, "sf", 1, "a"), (2, "sf", 1, "a")]))
+    t.upsert(batch([(1, "sf", 2, "b")]))  # a log on the first slice
+    assert t.compact() is not None  # a new slice: base file of the compaction
+    t.upsert(batch([(2, "sf", 3, "c")]))  # a log on the new slice
+    t.upsert(batch([(1, "sf", 4, "d")]))
+    before_logs = log_files(Path(t.path))
+    assert len(before_logs) == 3
+    expected = rows_of(t.read(), COLS)
+    result = t.clean()
+    deleted = {Path(p).name for p in result.deleted_files}
+    old_log = [name for name in before_logs if name not in log_files(Path(t.path))]
+    assert len(old_log) == 1 and old_log[0] in deleted  # the first slice's log went with its base
+    assert any(name.endswith(".parquet") for name in deleted)
+    assert len(log_files(Path(t.path))) == 2  # the new slice keeps its logs
+    assert rows_of(t.read(), COLS) == expected
+    assert rows_of(hudi_rs_read(t.path), COLS) == expected
+    t.close()

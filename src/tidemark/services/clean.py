@@ -38,6 +38,7 @@ from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import CleanConfig, CleanPolicy
 from tidemark.errors import BaseFileGoneError
 from tidemark.format.commit_metadata import read_avro, write_avro
+from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.services.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
@@ -120,10 +121,31 @@ class CleanResult:
 
 def committed_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, str], list[FileVersion]]:
     """Every committed base file by file group, oldest first (files of pending writes are not)."""
+    return committed_files(storage, timeline)[0]
+
+
+def committed_files(
+    storage: Storage, timeline: Timeline
+) -> tuple[dict[tuple[str, str], list[FileVersion]], dict[tuple[str, str], list[tuple[str, str]]]]:
+    """Committed base files by file group (oldest first), and committed log files by file group
+    as (completion time of their deltacommit, path): one walk of the table."""
     groups: dict[tuple[str, str], list[FileVersion]] = {}
+    logs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for info in storage.walk_files(""):
         parsed = parse_base_file_name(info.name)
         if parsed is None:
+            log_name = parse_log_file_name(info.name)
+            if log_name is None:
+                continue
+            done = timeline.completed_instant(log_name.instant_time)
+            if done is not None and done.completion_time:
+                completed = done.completion_time
+            elif timeline.is_archived(log_name.instant_time):
+                completed = log_name.instant_time  # long done; its requested time places it well enough
+            else:
+                continue  # a pending or failed write's log: rollback's, not cleaning's
+            partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
+            logs.setdefault((partition, log_name.file_id), []).append((completed, info.path))
             continue
         owner = timeline.completed_instant(parsed.instant_time)
         # A savepoint stands for its commit once that commit was archived (it shares its time).
@@ -135,7 +157,23 @@ def committed_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, 
         groups.setdefault((partition, parsed.file_id), []).append(version)
     for versions in groups.values():
         versions.sort(key=lambda v: (v.instant_time, v.path))
-    return groups
+    return groups, logs
+
+
+def _logs_of_slices(
+    versions: list[FileVersion], logs: list[tuple[str, str]], doomed: set[str], *, whole_group: bool
+) -> list[str]:
+    """Merge-on-read: the log files of the doomed file slices. A log belongs to the slice of the
+    latest base version whose instant is not after the log's completion time (as readers see it)."""
+    out = []
+    for completed, path in logs:
+        owner = None
+        for version in versions:
+            if version.instant_time <= completed:
+                owner = version
+        if whole_group or (owner is not None and owner.path in doomed):
+            out.append(path)
+    return out
 
 
 def savepointed_files(storage: Storage, timeline: Timeline) -> set[str]:
@@ -209,7 +247,8 @@ def plan_clean(
         # (Hudi keeps it as well), so rolling back the bound commit itself loses nothing.
         return bound is None or successor_time < bound
 
-    for key, versions in committed_versions(storage, timeline).items():
+    all_versions, all_logs = committed_files(storage, timeline)
+    for key, versions in all_versions.items():
         replaced_at = replaced.get(key)
         if replaced_at is not None:
             # The whole group left the table at `replaced_at`; once that is before the bound, no
@@ -225,9 +264,14 @@ def plan_clean(
                 older = versions[: max(0, len(versions) - keep)]
             chosen = [v for v, successor in zip(older, versions[1:], strict=False)
                       if superseded_before_bound(successor.instant_time)]
-        for version in chosen:
-            if version.path not in saved:
-                doomed.setdefault(version.partition_path, []).append(version.path)
+        gone = {v.path for v in chosen if v.path not in saved}
+        for path in sorted(gone):
+            doomed.setdefault(key[0], []).append(path)
+        if gone and key in all_logs:
+            whole = replaced_at is not None and len(gone) == len(versions)
+            doomed.setdefault(key[0], []).extend(
+                p for p in _logs_of_slices(versions, all_logs[key], gone, whole_group=whole) if p not in saved
+            )
     if not doomed:
         return None
     last = max(i.requested_time for i in done)
