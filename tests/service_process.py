@@ -1,4 +1,4 @@
-"""Table services in their own OS process: clean and archive in a loop until told to stop.
+"""Table services in their own OS process: clean, archive (and cluster) in a loop until told to stop.
 
 Run as ``python service_process.py SPEC.json``; the spec names the table, its
 options, a ``stop`` file and a ``result`` file, which gets JSON counts (or the
@@ -18,7 +18,7 @@ import tidemark
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
-    cleans = deleted = archived = 0
+    cleans = deleted = archived = clustered = cluster_aborts = 0
     outcome: dict[str, object]
     try:
         while not Path(spec["stop"]).exists():
@@ -26,8 +26,14 @@ def main() -> None:
             cleans += result.clean_instant is not None
             deleted += len(result.deleted_files)
             archived += len(table.archive().archived)
+            if spec.get("cluster"):
+                try:
+                    clustered += table.cluster().clustered
+                except tidemark.ClusteringAbortedError:  # ingestion won, as it must
+                    cluster_aborts += 1
             time.sleep(spec.get("pause_s", 0.05))
-        outcome = {"status": "ok", "cleans": cleans, "deleted": deleted, "archived": archived}
+        outcome = {"status": "ok", "cleans": cleans, "deleted": deleted, "archived": archived,
+                   "clustered": clustered, "cluster_aborts": cluster_aborts}
     except tidemark.TidemarkError as error:
         outcome = {"status": "error", "error": type(error).__name__, "message": str(error)}
     finally:

@@ -1,8 +1,8 @@
 """Table services next to concurrent writers, all in separate OS processes.
 
 Three writers upsert overlapping keys (each also cleans and archives inline
-after its commits), a service process cleans and archives in a loop, and a
-reader keeps reading. Nothing may be lost: the final table equals the replay of
+after its commits), a service process cleans and archives (and clusters) in a
+loop, and a reader keeps reading. Nothing may be lost: the final table equals the replay of
 the committed batches in completion-time order; no read fails or sees a
 duplicate key; no writer fails for anything but a write-write conflict; and
 hudi-rs reads the same table.
@@ -16,6 +16,8 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 import tidemark
 from conftest import hudi_rs_read
@@ -41,7 +43,8 @@ def _spawn(script: str, spec_path: Path, spec: dict[str, Any]) -> subprocess.Pop
     return subprocess.Popen([sys.executable, str(HERE / script), str(spec_path)])
 
 
-def test_clean_and_archive_alongside_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cluster", [False, True], ids=["clean+archive", "clean+archive+cluster"])
+def test_services_alongside_concurrent_writers_lose_nothing(tmp_path: Path, cluster: bool) -> None:
     path = str(tmp_path / "t")
     tidemark.Table.create(path, spark=None, record_key="id", partition_by="part", options=OPTIONS).close()
     writers = [
@@ -53,7 +56,7 @@ def test_clean_and_archive_alongside_concurrent_writers_lose_nothing(tmp_path: P
     ]
     stop, service_result = tmp_path / "stop", tmp_path / "service.json"
     service = _spawn("service_process.py", tmp_path / "service_spec.json", {
-        "table": path, "options": OPTIONS, "stop": str(stop), "result": str(service_result),
+        "table": path, "options": OPTIONS, "stop": str(stop), "result": str(service_result), "cluster": cluster,
     })
 
     reader = tidemark.Table.open(path, spark=None, options=OPTIONS)
@@ -83,6 +86,11 @@ def test_clean_and_archive_alongside_concurrent_writers_lose_nothing(tmp_path: P
                 committed.append((entry["completion"], entry["batch"]))
     committed.sort()
     assert len(committed) >= WRITERS * ITERATIONS // 3
+    lost_to_services = [json.loads(line) for log in tmp_path.glob("w*.log") for line in log.read_text().splitlines()
+                        if json.loads(line).get("error") in ("ClusteringConflictError", "ClusteringAbortedError")]
+    assert lost_to_services == [], "a write was failed by a table service"
+    if cluster:
+        assert outcome["clustered"] + outcome["cluster_aborts"] > 0, outcome
     model: dict[int, dict[str, Any]] = {}
     for _, batch in committed:
         for row in intents[batch]:

@@ -545,6 +545,8 @@ class Table:
         rolled back and ClusteringAbortedError raised (run it again). ``progress`` is called
         as groups finish. Returns what was done (``clustered`` is False if nothing needed it).
         """
+        if self.schema is None:  # nothing written yet: nothing to cluster (a scheduled service must not fail)
+            return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), _names(sort_by, "sort_by"))
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
         outcome = service.run(settings, progress)
         rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
@@ -575,6 +577,8 @@ class Table:
         max_groups: int | None = None,
     ) -> ClusteringPlan | None:
         """What :meth:`cluster` with these arguments would rewrite now (None: nothing); changes nothing."""
+        if self.schema is None:
+            return None
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
         return service.preview(settings)
 
