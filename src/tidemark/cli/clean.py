@@ -16,6 +16,7 @@ from tidemark.cli.output import (
     count,
     option_pairs,
     readable_time,
+    working,
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
@@ -272,12 +273,14 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
                 ui.out.print("aborted; nothing was changed")
                 return 1
             results = table.rollback_failed_writes()
-            cleaned = None if args.failed_writes_only else table.clean()
+            with working(ui, "cleaning"):
+                cleaned = None if args.failed_writes_only else table.clean()
         elif args.failed_writes_only:
             results = table.rollback_failed_writes()  # multi-writer mode: expired heartbeats only
             cleaned = None
         else:
-            cleaned = table.clean()  # rollbacks under the lock, re-checking each heartbeat
+            with working(ui, "cleaning"):
+                cleaned = table.clean()  # rollbacks under the lock, re-checking each heartbeat
             results = list(cleaned.rolled_back)
 
         for result in results:
@@ -293,5 +296,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         if cleaned is not None:
             _print_clean(ui, cleaned, list_all=args.list_all)
         if args.archive:
-            _print_archive(ui, table.archive())
+            with working(ui, "archiving the timeline"):
+                archived = table.archive()
+            _print_archive(ui, archived)
     return 0

@@ -6,7 +6,7 @@ import argparse
 
 from rich.markup import escape
 
-from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, add_options_argument, count, option_pairs
+from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, add_options_argument, count, option_pairs, working
 from tidemark.services.compaction import delta_commits_since_last_compaction, pending_compactions
 from tidemark.table import Table
 from tidemark.timeline import Timeline
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         if pending:
             ui.out.print(f"pending compaction {pending[0].requested_time} would be finished first")
         return 0
-    result = table.compact()
+    with working(ui, "compacting"):
+        result = table.compact()
     if result is None:
         ui.out.print("nothing to compact: no file slice has log files (or another process runs a compaction)")
         return 0

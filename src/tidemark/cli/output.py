@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -151,3 +153,14 @@ def count(value: int) -> str:
 
 def seconds(value: float) -> str:
     return f"{value:.1f}s"
+
+
+@contextlib.contextmanager
+def working(ui: Ui, what: str) -> Iterator[None]:
+    """A spinner with the elapsed time while a long service runs, on a terminal only
+    (redirected output stays exactly the results)."""
+    if not ui.err.is_terminal:
+        yield
+        return
+    with ui.err.status(f"{what} ...", spinner="dots"):
+        yield

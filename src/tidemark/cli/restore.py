@@ -14,6 +14,7 @@ from tidemark.cli.output import (
     instant_time_arg,
     option_pairs,
     readable_time,
+    working,
 )
 from tidemark.errors import NotSavepointedError
 from tidemark.table import Table
@@ -80,7 +81,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         if ask and not rollback_cmd.confirm(ui, f"Restore to {instant}?"):
             ui.out.print("aborted; nothing was changed")
             return 1
-        result = table.restore(instant)
+        with working(ui, f"restoring to {instant}"):
+            result = table.restore(instant)
         deleted = sum(len(r.deleted_files) for r in result.rollbacks)
         ui.out.print(
             f"{ui.check} restored to {instant}: rolled back {count(len(result.rollbacks))} write(s), "
