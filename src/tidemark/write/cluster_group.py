@@ -25,7 +25,7 @@ from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new
 from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
 from tidemark.storage import LocalStorage
-from tidemark.write.file_group import ROW_GROUP_BYTES, ROW_GROUP_ROWS, WriteSpec, parquet_options
+from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec, parquet_options
 
 
 @dataclass(frozen=True)
@@ -93,25 +93,22 @@ class _Output:
         self.writer = pq.ParquetWriter(self.full, spec.write.schema, **parquet_options(spec.write))
         self.rows = 0
         self._name_index = spec.write.schema.get_field_index(FILE_NAME)
-        # Batches are buffered into row groups of a useful size, as bulk inserts do.
-        self._buffer: list[pa.Table] = []
-        self._buffered_rows = self._buffered_bytes = 0
+        self._buffer = RowGroupBuffer()  # row groups of a useful size, as bulk inserts write them
 
     def write(self, rows: pa.Table) -> None:
-        self._buffer.append(rows)
         self.rows += rows.num_rows
-        self._buffered_rows += rows.num_rows
-        self._buffered_bytes += rows.nbytes
-        if self._buffered_rows >= ROW_GROUP_ROWS or self._buffered_bytes >= ROW_GROUP_BYTES:
-            self._flush()
+        full = self._buffer.add(rows)
+        if full is not None:
+            self._write(full)
 
     def _flush(self) -> None:
-        if not self._buffer:
-            return
-        rows = pa.concat_tables(self._buffer)
+        rows = self._buffer.take()
+        if rows is not None:
+            self._write(rows)
+
+    def _write(self, rows: pa.Table) -> None:
         name = pa.repeat(pa.scalar(self.name, pa.string()), rows.num_rows)
         self.writer.write_table(rows.set_column(self._name_index, FILE_NAME, name), row_group_size=ROW_GROUP_ROWS)
-        self._buffer, self._buffered_rows, self._buffered_bytes = [], 0, 0
 
     def close(self, started: float) -> WriteStat:
         self._flush()

@@ -236,6 +236,34 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory, before encoding and compression
 ROW_GROUP_ROWS = 1_000_000
 
 
+class RowGroupBuffer:
+    """Collects the small batches engines hand over (Spark: 10,000 rows) into row groups of a
+    useful size; written batch by batch, every batch would become a tiny row group."""
+
+    def __init__(self, max_bytes: int = ROW_GROUP_BYTES, max_rows: int = ROW_GROUP_ROWS) -> None:
+        self.max_bytes = max_bytes
+        self.max_rows = max_rows
+        self._batches: list[pa.Table] = []
+        self._bytes = self._rows = 0
+
+    def add(self, rows: pa.Table) -> pa.Table | None:
+        """Buffer ``rows``; returns the buffered rows to write once they make a row group."""
+        self._batches.append(rows)
+        self._rows += rows.num_rows
+        self._bytes += rows.nbytes
+        if self._bytes >= self.max_bytes or self._rows >= self.max_rows:
+            return self.take()
+        return None
+
+    def take(self) -> pa.Table | None:
+        """Everything buffered (None if nothing), and an empty buffer."""
+        if not self._batches:
+            return None
+        rows = pa.concat_tables(self._batches)
+        self._batches, self._bytes, self._rows = [], 0, 0
+        return rows
+
+
 class _RollingFile:
     def __init__(
         self, spec: WriteSpec, partition_path: str, token: str, task_partition: int, markers: MarkerWriter
@@ -253,27 +281,21 @@ class _RollingFile:
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
-        self._buffer: list[pa.Table] = []
-        self._buffered_bytes = 0
-        self._buffered_rows = 0
+        self._buffer = RowGroupBuffer(max_bytes=min(ROW_GROUP_BYTES, spec.max_file_size))
 
     def write(self, rows: pa.Table) -> None:
-        # Engines hand over small batches (Spark: 10,000 rows); buffer them into row groups of
-        # a useful size, or every batch would become a tiny row group.
-        self._buffer.append(rows)
-        self._buffered_rows += rows.num_rows
-        self._buffered_bytes += rows.nbytes
-        limit = min(ROW_GROUP_BYTES, self.spec.max_file_size)
-        if self._buffered_bytes >= limit or self._buffered_rows >= ROW_GROUP_ROWS:
-            self.flush()
+        full = self._buffer.add(rows)
+        if full is not None:
+            self._write(full)
 
     def flush(self) -> None:
-        if not self._buffer:
-            return
-        rows = pa.concat_tables(self._buffer)
+        rows = self._buffer.take()
+        if rows is not None:
+            self._write(rows)
+
+    def _write(self, rows: pa.Table) -> None:
         self.writer.write_table(_with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows))
         self.rows += rows.num_rows
-        self._buffer, self._buffered_bytes, self._buffered_rows = [], 0, 0
 
     def size(self) -> int:
         """Bytes on disk so far (buffered rows not included)."""
