@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -47,7 +48,31 @@ def spark() -> Iterator[Any]:
 
 
 def hudi_rs_read(path: str, **options: Any) -> pa.Table:
-    """Read a table with hudi-rs (the independent reader), as one Arrow table."""
+    """Read a table with hudi-rs (the independent reader), as one Arrow table.
+
+    hudi-rs lists the active timeline and then reads the instant files it listed; an
+    archival running meanwhile (inline, in a concurrent writer) may move one of them to
+    the history in between, exactly as it would under a Hudi reader. Only that race is
+    retried, and only after checking the missing instant really was archived.
+    """
+    for _ in range(5):
+        try:
+            return _hudi_rs_read_once(path, **options)
+        except Exception as error:  # hudi-rs raises its own HudiCoreError
+            missing = re.search(r"/\.hoodie/timeline/(\d{17})_\d{17}\.\w+ not found", str(error))
+            if missing is None:
+                raise
+            from tidemark.storage import LocalStorage
+            from tidemark.timeline import Timeline
+
+            history = Timeline.load(LocalStorage(os.path.abspath(path))).with_history()
+            assert any(i.requested_time == missing.group(1) and i.is_completed for i in history.instants), (
+                f"hudi-rs lost timeline file {missing.group(0)} that was not archived"
+            )
+    return _hudi_rs_read_once(path, **options)
+
+
+def _hudi_rs_read_once(path: str, **options: Any) -> pa.Table:
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
     table = HudiTableBuilder.from_base_uri(os.path.abspath(path)).build()
