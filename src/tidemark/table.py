@@ -214,6 +214,7 @@ class Table:
             **_merge_fields(raw, merge),
             **_index_fields(raw, keys),
         )
+        _check_concurrency_mode(write_config, config)
         for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
             os.makedirs(storage.full_path(folder), exist_ok=True)
         # hoodie.properties last: until it exists the folder is not a table.
@@ -235,6 +236,7 @@ class Table:
         props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode())
         config = TableConfig.from_properties(props)
         _check_table_options(validate_keys(options or {}), props)
+        _check_concurrency_mode(write_config, config)
         return cls(storage, config, spark=spark, write_config=write_config)
 
     # -- facts --------------------------------------------------------------------------
@@ -545,6 +547,10 @@ class Table:
         rolled back and ClusteringAbortedError raised (run it again). ``progress`` is called
         as groups finish. Returns what was done (``clustered`` is False if nothing needed it).
         """
+        if self.write_config.non_blocking:
+            from tidemark.write.nbcc import refuse_base_file_operation
+
+            refuse_base_file_operation("cluster")
         if self.schema is None:  # nothing written yet: nothing to cluster (a scheduled service must not fail)
             return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), _names(sort_by, "sort_by"))
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
@@ -766,6 +772,25 @@ def _index_fields(raw: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, An
         hash_fields = tuple(f.strip() for f in hash_fields[0].split(",") if f.strip())
     spec = BucketSpec(parse_option("hoodie.bucket.index.num.buckets", raw), hash_fields or keys, keys)
     return {"index_type": "BUCKET", "bucket_num_buckets": spec.num_buckets, "bucket_hash_fields": spec.hash_fields}
+
+
+def _check_concurrency_mode(write_config: WriteConfig, config: TableConfig) -> None:
+    """Non-blocking concurrency control needs a merge-on-read table with a bucket index: only
+    there can every writer append to a file group fixed by the key, without reading or
+    replacing another writer's files."""
+    if not write_config.non_blocking:
+        return
+    missing = []
+    if config.table_type != MERGE_ON_READ:
+        missing.append(f"table_type=MERGE_ON_READ (this table is {config.table_type})")
+    if not config.bucket_index:
+        missing.append("hoodie.index.type=BUCKET with hoodie.bucket.index.num.buckets")
+    if missing:
+        raise ConfigError(
+            "hoodie.write.concurrency.mode=non_blocking_concurrency_control needs " + " and ".join(missing)
+            + "; use optimistic_concurrency_control for other tables",
+            key="hoodie.write.concurrency.mode",
+        )
 
 
 def _check_table_options(raw: Mapping[str, str], props: Mapping[str, str]) -> None:

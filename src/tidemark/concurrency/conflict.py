@@ -191,6 +191,29 @@ class FileGroupConflictResolutionStrategy(ConflictResolutionStrategy):
     check_keys = False
 
 
+class NonBlockingConflictResolution(ConflictResolutionStrategy):
+    """Non-blocking concurrency control: deltacommits never conflict with one another.
+
+    Every writer appends its own log files to file groups fixed by the bucket index;
+    readers and compaction merge them with the table's record merger, in completion
+    order. The one thing that can still lose a write is a file group *replaced*
+    since the snapshot (an insert_overwrite or clustering by a writer in another
+    mode): logs appended to a replaced group would vanish, so that conflicts.
+    """
+
+    def check(self, storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
+        window = CommitWindow(mine.instant_time, mine.seen)
+        for theirs in window.candidates(timeline):
+            if not theirs.is_completed or theirs.action is not Action.REPLACE_COMMIT:
+                continue
+            meta = timeline.commit_metadata(theirs)
+            shared = sorted(mine.file_groups() & {(p, f) for p, ids in meta.replaced_file_ids.items() for f in ids})
+            if shared:
+                raise WriteConflictError(
+                    instant_time=mine.instant_time, conflicting_instant=theirs.requested_time, file_groups=shared
+                )
+
+
 _STRATEGIES: dict[str, type[ConflictResolutionStrategy]] = {
     "tidemark": ConflictResolutionStrategy,
     "key_aware": ConflictResolutionStrategy,

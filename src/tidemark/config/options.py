@@ -194,9 +194,12 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "hoodie.write.concurrency.mode",
         "single_writer",
-        choice("single_writer", "optimistic_concurrency_control"),
-        "single_writer (one writer at a time) or optimistic_concurrency_control (many writers, "
-        "a table lock for the short critical sections, conflicts checked at commit).",
+        choice("single_writer", "optimistic_concurrency_control", "non_blocking_concurrency_control"),
+        "single_writer (one writer at a time); optimistic_concurrency_control (many writers, "
+        "a table lock for the short critical sections, conflicts checked at commit); or "
+        "non_blocking_concurrency_control (merge-on-read tables with a bucket index only: writers "
+        "append log files, take the lock only for instant times and publishing, and never abort "
+        "each other; readers and compaction merge with the table's record merger).",
     ),
     Option(
         "hoodie.clean.failed.writes.policy",

@@ -66,6 +66,9 @@ class ClusteringConfig:
         return self.updates_strategy == "reject"
 
 
+NON_BLOCKING = "non_blocking_concurrency_control"
+
+
 @dataclass(frozen=True)
 class WriteConfig:
     """Validated writer options; every field has the default of its declared option."""
@@ -102,6 +105,11 @@ class WriteConfig:
     def multi_writer(self) -> bool:
         return self.concurrency_mode != "single_writer"
 
+    @property
+    def non_blocking(self) -> bool:
+        """Non-blocking concurrency control: writers append logs and never conflict."""
+        return self.concurrency_mode == NON_BLOCKING
+
 
 _FIELDS = {
     "max_file_size": "hoodie.parquet.max.file.size",
@@ -137,6 +145,12 @@ def _early_conflict(raw: Mapping[str, str], values: Mapping[str, Any]) -> EarlyC
         raise ConfigError(
             "early conflict detection needs other writers to detect: set "
             "hoodie.write.concurrency.mode=optimistic_concurrency_control (and a lock provider)",
+            key=key,
+        )
+    if values["concurrency_mode"] == NON_BLOCKING:
+        raise ConfigError(
+            "early conflict detection has nothing to detect with non_blocking_concurrency_control: "
+            "its writers never conflict; leave hoodie.write.concurrency.early.conflict.detection.enable unset",
             key=key,
         )
     strategy = parse_option("hoodie.write.concurrency.early.conflict.detection.strategy", raw)
@@ -283,7 +297,7 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
     elif multi and policy == "EAGER":
         warnings.warn(
             "hoodie.clean.failed.writes.policy=EAGER would roll back other writers' live writes; "
-            "with hoodie.write.concurrency.mode=optimistic_concurrency_control tidemark uses LAZY "
+            "with several writers tidemark uses LAZY "
             "(only writes whose heartbeat expired are rolled back)",
             stacklevel=3,
         )
@@ -297,6 +311,12 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
         clean=clean,
         archive=_archive_config(raw, clean),
     )
+    if config.non_blocking and config.clustering.inline:
+        raise ConfigError(
+            "hoodie.clustering.inline cannot be combined with non_blocking_concurrency_control: clustering "
+            "replaces base files, which non-blocking writers never do; use compaction (hoodie.compact.inline)",
+            key="hoodie.clustering.inline",
+        )
     if config.small_file_limit >= config.max_file_size:
         raise ConfigError(
             "hoodie.parquet.small.file.limit must be below hoodie.parquet.max.file.size "

@@ -56,13 +56,16 @@ class LogFile:
 
 
 def order_log_files(logs: Iterable[LogFile]) -> list[LogFile]:
-    """The order in which a slice's logs are merged (later wins ties of the ordering field).
+    """The order in which a slice's logs are merged (a later log wins ties of the merger).
 
-    By the deltacommit's requested time, then version and write token, as hudi-rs
-    orders them. Non-blocking concurrency control will want completion-time order:
-    change it here and nowhere else.
+    By the *completion* time of the deltacommit that wrote each log, then requested
+    time, version and write token. Under non-blocking concurrency control two
+    deltacommits may write the same file group at once; the one that completed
+    later is the later write. Under optimistic concurrency control two writes of one
+    file group never overlap, so this is also their requested-time order, the order
+    hudi-rs uses.
     """
-    return sorted(logs, key=lambda f: (f.instant_time, f.version, f.write_token))
+    return sorted(logs, key=lambda f: (f.completion_time, f.instant_time, f.version, f.write_token))
 
 
 @dataclass

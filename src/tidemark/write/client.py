@@ -24,12 +24,12 @@ import pyarrow as pa
 from tidemark.concurrency.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
-from tidemark.errors import EarlyConflictError, HeartbeatExpiredError, WriteConflictError
+from tidemark.errors import CommitError, EarlyConflictError, HeartbeatExpiredError, WriteConflictError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import MERGE_ON_READ, TableConfig
-from tidemark.format.schema import avro_schema_json
+from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.fsview import FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.server import MarkerServer
@@ -40,6 +40,7 @@ from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets
 from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.engine import Frame, WritePipeline
 from tidemark.write.file_group import WriteSpec
+from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
 from tidemark.write.validate import require_columns
 
@@ -183,6 +184,8 @@ class WriteClient:
 
     def _write_once(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
         op_name, action = OPERATIONS[operation]
+        if self.config.non_blocking:
+            refuse_base_file_operation(operation)
         if action is Action.COMMIT and self.merge_on_read:
             action = Action.DELTA_COMMIT
         cfg = self.table_config
@@ -212,6 +215,8 @@ class WriteClient:
                 tagged = self._tag_buckets(operation, pipeline, batch, view)
                 tagged = pipeline.persist(tagged)
                 persisted.append(tagged)
+                if self.config.non_blocking:
+                    view = self._ensure_file_groups(pipeline, tagged, user_schema, view)
             elif operation == "bulk_insert":
                 batch = pipeline.dedup(prepared) if self.config.combine_before_bulk_insert else prepared
                 tagged = None
@@ -264,12 +269,37 @@ class WriteClient:
             self.bucket,
             existing_buckets(groups),
             salt=new_bucket_salt() if operation == "insert_overwrite" else None,
-            only_existing=operation == "delete",
+            # A non-blocking delete is kept even where the bucket is new: it carries an ordering
+            # value and must still win against a concurrent, older insert of the key.
+            only_existing=operation == "delete" and not self.config.non_blocking,
         )
         if operation == "insert" and self.config.insert_dup_policy != "none":
             # drop / fail need to know which keys exist: the one case that looks keys up.
             batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
         return pipeline.tag_buckets(batch, view, assignment)
+
+    def _ensure_file_groups(
+        self, pipeline: WritePipeline, tagged: Frame, user_schema: pa.Schema, view: FileSystemView
+    ) -> FileSystemView:
+        """Non-blocking writers only append logs: create the file groups of new buckets first
+        (see :mod:`tidemark.write.nbcc`) and return a view that has them."""
+        wanted = pipeline.file_groups_of(tagged)
+        if wanted <= {(g.partition_path, g.file_id) for g in view.file_groups()}:
+            return view
+        self.protocol.create_file_groups(
+            wanted,
+            empty_base_writer(self.storage, with_meta_columns(user_schema), self.config.compression),
+            action=Action.DELTA_COMMIT,
+            schema_json=avro_schema_json(user_schema, self.table_config.name),
+        )
+        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        absent = wanted - {(g.partition_path, g.file_id) for g in view.file_groups()}
+        if absent:  # only if a writer in another mode gave the bucket a file group of another id
+            raise CommitError(
+                f"bucket file groups {sorted(absent)[:3]} could not be created: their buckets have file groups "
+                "with other ids; write this table only with non_blocking_concurrency_control writers"
+            )
+        return view
 
     def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame) -> Frame:
         from tidemark.errors import InvalidInputError

@@ -23,17 +23,23 @@ single atomic step. In single-writer mode there is no lock and no heartbeat.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tidemark.concurrency.conflict import ConflictResolutionStrategy, PendingCommit, strategy_by_name
+from tidemark.concurrency.conflict import (
+    ConflictResolutionStrategy,
+    NonBlockingConflictResolution,
+    PendingCommit,
+    strategy_by_name,
+)
 from tidemark.concurrency.heartbeat import HEARTBEAT_DIR, Heartbeat, HeartbeatPolicy
 from tidemark.concurrency.transaction import NoLock, TableLock
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
+from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.storage import CreateOutcome, Storage
@@ -96,7 +102,9 @@ class CommitProtocol:
         self.config = config
         self.lock: TableLock | NoLock = TableLock(config.lock, storage.base_path) if config.multi_writer else NoLock()
         self.heartbeats = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
-        self.strategy: ConflictResolutionStrategy = strategy_by_name(config.conflict_strategy)
+        self.strategy: ConflictResolutionStrategy = (
+            NonBlockingConflictResolution() if config.non_blocking else strategy_by_name(config.conflict_strategy)
+        )
         self.strategy.reject_updates_under_clustering = config.clustering.reject_updates
         self.last_commit_timing: CommitTiming | None = None
 
@@ -191,6 +199,53 @@ class CommitProtocol:
                 if heartbeat is not None:
                     heartbeat.stop()
                 timeline = timeline.reload()
+
+    def create_file_groups(
+        self,
+        groups: Iterable[tuple[str, str]],
+        write_base: Callable[[str, str, str], WriteStat],
+        *,
+        action: Action,
+        schema_json: str | None,
+    ) -> Instant | None:
+        """Create file groups that do not exist yet, in an instant of their own, all under the lock.
+
+        ``write_base(partition, file_id, instant_time)`` writes one group's first base file
+        (after its marker). The timeline is read again under the lock, so among writers
+        that all want a group, the first creates it and the others find it: nobody
+        conflicts. Returns the completed instant, or None when every group existed.
+        """
+        with self.lock.hold("create file groups"):
+            timeline = Timeline.load(self.storage)
+            view = FileSystemView(self.storage, timeline)
+            missing = sorted(g for g in set(groups) if view.group(*g) is None)
+            if not missing:
+                return None
+            instant_time = self._new_time(timeline)
+            operation = "INSERT"
+            requested = instant_file_name(instant_time, action, State.REQUESTED)
+            if self.storage.create_if_absent(f"{TIMELINE_DIR}/{requested}") is not CreateOutcome.CREATED:
+                raise CommitError(f"instant {instant_time} exists already", instant_time=instant_time)
+            pending = PendingWrite(instant_time, action, operation)
+            self.inflight(pending, missing)
+            try:
+                stats = [write_base(partition, file_id, instant_time) for partition, file_id in missing]
+            except BaseException:
+                inflight = Instant(instant_time, action, State.INFLIGHT)
+                rollback(self.storage, inflight, timeline=Timeline.load(self.storage))
+                raise
+            self._ensure_partition_metafiles(pending, [s.partition_path for s in stats])
+            meta = CommitMetadata(
+                operation=operation,
+                write_stats=tuple(stats),
+                extra={"schema": schema_json} if schema_json else {},
+            )
+            completion_time = self._new_time(timeline, at_least=instant_time)
+            name = instant_file_name(instant_time, action, State.COMPLETED, completion_time)
+            if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is not CreateOutcome.CREATED:
+                raise CommitError(f"could not publish {name}", instant_time=instant_time)
+        delete_markers(self.storage, instant_time)
+        return Instant(instant_time, action, State.COMPLETED, completion_time)
 
     def inflight(self, pending: PendingWrite, planned: Iterable[tuple[str, str]] = ()) -> None:
         name = instant_file_name(pending.instant_time, pending.action, State.INFLIGHT)
