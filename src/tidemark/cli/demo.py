@@ -93,6 +93,12 @@ examples:
       the same writes, one writer after another: no overlap, no conflicts
   tidemark demo --path /tmp/trips --rows 10000
       a bigger table in /tmp/trips (a new or empty folder; it is kept)
+  tidemark demo --multi-stream
+      the lock-free multi-stream join: a "fares" stream and a "status" stream
+      write their own columns of one merge-on-read table at the same time with
+      non_blocking_concurrency_control; readers merge per column group (the
+      latest fare and the latest status of every trip, whatever the arrival
+      order); a compactor runs meanwhile; no write ever aborts
 """
 
 
@@ -118,6 +124,12 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--writers-mode", choices=("threads", "sequential"), default="threads", dest="writers_mode",
         help="threads: the four writers run at the same time (default); "
         "sequential: one after another",
+    )
+    parser.add_argument(
+        "--multi-stream", action="store_true", dest="multi_stream",
+        help="run the multi-stream join instead: two Spark writers each update their own column group of "
+        "one wide merge-on-read table (non-blocking concurrency control, events out of order) while a "
+        "compactor runs; --rows is then the number of trips",
     )
     parser.add_argument(
         "--keep", action="store_true",
@@ -540,8 +552,8 @@ def _as_rows(records: Iterable[Mapping[str, Any]]) -> tuple[dict[str, Row], int]
     return out, n
 
 
-def read_with_hudi_rs(path: str) -> list[dict[str, Any]]:
-    """The table's rows as hudi-rs reads them. Raises ImportError without it."""
+def read_with_hudi_rs(path: str, columns: Sequence[str] = COLUMNS) -> list[dict[str, Any]]:
+    """The table's ``columns`` as hudi-rs reads them. Raises ImportError without it."""
     import pyarrow as pa
     from hudi import HudiReadOptions, HudiTableBuilder
 
@@ -549,7 +561,7 @@ def read_with_hudi_rs(path: str) -> list[dict[str, Any]]:
     batches = hudi_table.read(HudiReadOptions())
     if not batches:
         return []
-    return pa.Table.from_batches(batches).select(list(COLUMNS)).to_pylist()
+    return pa.Table.from_batches(batches).select(list(columns)).to_pylist()
 
 
 def _same(ui: Ui, name: str, records: Sequence[Mapping[str, Any]], want: dict[str, Row]) -> bool:
@@ -671,23 +683,29 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     spark: Any = None
     began = time.monotonic()
     try:
-        ui.out.print(f"[bold]tidemark demo[/]: a copy-on-write Hudi table at {escape(table_path)}")
+        kind = "a merge-on-read multi-stream" if args.multi_stream else "a copy-on-write"
+        ui.out.print(f"[bold]tidemark demo[/]: {kind} Hudi table at {escape(table_path)}")
         with ui.out.status("starting Spark (local[2])…"):
             spark, owned = start_spark(scratch)
         fair = spark.sparkContext.getConf().get("spark.scheduler.mode", "FIFO").upper() == "FAIR"
         ui.out.print(f"{ui.check} Spark {spark.version} ready "
                      f"({seconds(time.monotonic() - began)}, {'FAIR' if fair else 'FIFO'} scheduler)")
         written = time.monotonic()
-        table = Table.create(
-            table_path, spark=spark, record_key="trip_id", partition_by="city",
-            ordering_field="ts", options={"hoodie.table.name": "trips", **OCC},
-        )
-        ui.out.print(f"{ui.check} created table trips: record key trip_id, partitioned by city, "
-                     "ordering field ts (the newest ts wins)")
-        try:
-            ok, commits = tell(ui, spark, table, args.rows, args.writers_mode == "threads", fair)
-        finally:
-            table.close()
+        if args.multi_stream:
+            from tidemark.cli.demo_multistream import tell as tell_multi_stream
+
+            ok, commits = tell_multi_stream(ui, spark, table_path, args.rows)
+        else:
+            table = Table.create(
+                table_path, spark=spark, record_key="trip_id", partition_by="city",
+                ordering_field="ts", options={"hoodie.table.name": "trips", **OCC},
+            )
+            ui.out.print(f"{ui.check} created table trips: record key trip_id, partitioned by city, "
+                         "ordering field ts (the newest ts wins)")
+            try:
+                ok, commits = tell(ui, spark, table, args.rows, args.writers_mode == "threads", fair)
+            finally:
+                table.close()
         ui.out.print(
             f"{commits} commits and the checks took {seconds(time.monotonic() - written)} "
             f"(after {seconds(written - began)} to start Spark)"
