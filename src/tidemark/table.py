@@ -400,7 +400,10 @@ class Table:
         """Delete the records whose keys are in ``data``.
 
         Ordering columns in ``data`` are compared with the stored record's: a delete older than
-        the stored record removes nothing. Other columns are ignored.
+        the stored record removes nothing. Other columns are ignored. Merge-on-read tables keep
+        a delete's ordering value in the log when the table has one ordering field of an integer
+        type; with several ordering fields or another type a delete there removes whatever is
+        stored (the log's delete records hold one integer ordering value).
         """
         return self._write("delete", data)
 

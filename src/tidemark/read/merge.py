@@ -185,6 +185,10 @@ def _same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> np.ndarray
     return same
 
 
+class MixedRecords(Exception):
+    """A merge produced a record equal to neither input (see :class:`StampedMerger`)."""
+
+
 @dataclass(frozen=True)
 class StampedMerger:
     """The table's merger, with the meta columns a merged record gets on copy-on-write.
@@ -193,9 +197,16 @@ class StampedMerger:
     record changed nothing), the older record's meta columns stay; everywhere else
     the newer record's (its nulls filled from the older: a delete record carries no
     sequence number or file name). Values are exactly the wrapped merger's.
+
+    ``selections_only``: raise :class:`MixedRecords` when a merged record equals
+    neither input. When every merge selects one of its inputs, a record's meta columns
+    are those of the record selected last, whatever the grouping of the merges; a mixed
+    record's are not (whether a later write changed it depends on what it was mixed
+    with), so only strictly ordered folds may stamp mixed records.
     """
 
     merger: RecordMerger
+    selections_only: bool = False
 
     @property
     def name(self) -> str:
@@ -211,7 +222,10 @@ class StampedMerger:
         if not meta or merged.num_rows == 0:
             return merged
         compared = [c for c in merged.column_names if c not in META_COLUMNS]
-        kept = pa.array(_same_values(merged, older, compared) & ~_same_values(merged, newer, compared))
+        as_older, as_newer = _same_values(merged, older, compared), _same_values(merged, newer, compared)
+        if self.selections_only and not (as_older | as_newer).all():
+            raise MixedRecords(self.merger.name)
+        kept = pa.array(as_older & ~as_newer)
         stamped = {c: pc.if_else(kept, older.column(c), pc.coalesce(newer.column(c), older.column(c))) for c in meta}
         return rebuild(merged, stamped)
 
@@ -232,6 +246,15 @@ def _folds_logs_first(properties: MergeProperties, logs: Sequence[LogRecords]) -
     return properties.with_deletes or not any(block.has_deletes for block in logs)
 
 
+def _logs_first(merger: RecordMerger, records: pa.Table, blocks: Sequence[pa.Table]) -> pa.Table:
+    """The logs merged among themselves, then into ``records``: one merge against the base."""
+    selecting = StampedMerger(merger, selections_only=True)
+    changes = blocks[0]
+    for block in blocks[1:]:
+        changes = merge_records(selecting, changes, block, keys=KEYS)
+    return merge_records(selecting, records, changes, keys=KEYS)
+
+
 def merge_slice(base: pa.Table | None, logs: Sequence[LogRecords], merger: RecordMerger, schema: pa.Schema) -> pa.Table:
     """The visible records of a file slice: ``schema`` (meta + user columns), one row per live key.
 
@@ -239,17 +262,20 @@ def merge_slice(base: pa.Table | None, logs: Sequence[LogRecords], merger: Recor
     the blocks of its log files in merge order; ``merger`` is the table's.
     """
     stamped = StampedMerger(merger)
+    # Within a block every record comes from the same write: dedup in arrival order.
     blocks = [dedup_records(stamped, block.records, keys=KEYS) for block in logs if block.records.num_rows]
     records = _with_op(base.select(schema.names) if base is not None else schema.empty_table(), OP_UPSERT)
+    folded = None
     if blocks and _folds_logs_first(merger.properties, logs):
-        changes = blocks[0]
-        for block in blocks[1:]:
-            changes = merge_records(stamped, changes, block, keys=KEYS)
-        records = merge_records(stamped, records, changes, keys=KEYS)
-    else:
+        try:
+            folded = _logs_first(merger, records, blocks)
+        except MixedRecords:
+            folded = None  # the values would be right, the commit times not: fold in order
+    if folded is None:
+        folded = records
         for block in blocks:
-            records = merge_records(stamped, records, block, keys=KEYS)
-    return live_records(records).select(schema.names).cast(schema)
+            folded = merge_records(stamped, folded, block, keys=KEYS)
+    return live_records(folded).select(schema.names).cast(schema)
 
 
 def read_slice(
@@ -275,6 +301,7 @@ def read_slice(
 __all__ = [
     "KEYS",
     "LogRecords",
+    "MixedRecords",
     "StampedMerger",
     "delete_records",
     "merge_slice",
