@@ -11,10 +11,13 @@ for batch dedup and the copy-on-write merge (:mod:`tidemark.merge.base`)::
 
 Records are keyed by ``_hoodie_record_key`` alone: a file group lies in one
 partition. The caller gives the log files in merge order (the file-system view's
-order); blocks inside a file keep their file order. A merger whose properties
-claim associativity (for deletes too when the logs hold deletes) may fold the
-logs among themselves first and meet the base last: one merge against the large
-base instead of one per block; any other merger is folded strictly in order.
+order); blocks inside a file keep their file order. The fold is always strictly in
+that order, whatever the merger claims: it runs over the base records the logs
+touch only (the others cannot change), so it costs no more than merging the logs
+among themselves first, which associative mergers would allow, and it stays exact
+where that would not be: deletes without ordering value fall outside the mergers'
+claims, and the commit times of records that a merge mixes from several writes
+depend on the grouping.
 
 **Delete blocks** become delete records: op ``D``, the record key, the partition
 path, ``_hoodie_commit_time`` = the block's instant, the ordering field (the
@@ -73,19 +76,10 @@ KEYS = (RECORD_KEY,)  # one file group holds one partition: the record key is th
 
 @dataclass(frozen=True)
 class LogRecords:
-    """The records of one log block: ``schema`` plus the op column (``U`` data, ``D`` deletes).
-
-    ``unordered_deletes``: the block holds deletes without an ordering value ("delete whatever
-    is stored"); a merger's algebra claims do not cover those.
-    """
+    """The records of one log block: ``schema`` plus the op column (``U`` data, ``D`` deletes)."""
 
     instant_time: str
     records: pa.Table
-    unordered_deletes: bool = False
-
-    @property
-    def has_deletes(self) -> bool:
-        return bool(pc.any(pc.equal(self.records.column(OP_COLUMN), OP_DELETE)).as_py())
 
 
 # -- decoding log blocks ---------------------------------------------------------------------
@@ -154,13 +148,8 @@ def read_log_records(
                 rows_table = _aligned(pq.read_table(pa.BufferReader(block.content)), schema)
                 out.append(LogRecords(instant, _with_op(rows_table, OP_UPSERT)))
             elif block.block_type == BlockType.DELETE:
-                records = delete_records(decode_delete_records(block.content), instant, schema, delete_ordering_field)
-                unordered = (
-                    delete_ordering_field is None
-                    or delete_ordering_field not in schema.names
-                    or records.column(delete_ordering_field).null_count > 0
-                )
-                out.append(LogRecords(instant, records, unordered_deletes=unordered and records.num_rows > 0))
+                deletes = decode_delete_records(block.content)
+                out.append(LogRecords(instant, delete_records(deletes, instant, schema, delete_ordering_field)))
             # Command blocks (rollbacks of v6 tables) and corrupt blocks: nothing to apply.
     return out
 
@@ -185,10 +174,6 @@ def _same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> np.ndarray
     return same
 
 
-class MixedRecords(Exception):
-    """A merge produced a record equal to neither input (see :class:`StampedMerger`)."""
-
-
 @dataclass(frozen=True)
 class StampedMerger:
     """The table's merger, with the meta columns a merged record gets on copy-on-write.
@@ -197,16 +182,9 @@ class StampedMerger:
     record changed nothing), the older record's meta columns stay; everywhere else
     the newer record's (its nulls filled from the older: a delete record carries no
     sequence number or file name). Values are exactly the wrapped merger's.
-
-    ``selections_only``: raise :class:`MixedRecords` when a merged record equals
-    neither input. When every merge selects one of its inputs, a record's meta columns
-    are those of the record selected last, whatever the grouping of the merges; a mixed
-    record's are not (whether a later write changed it depends on what it was mixed
-    with), so only strictly ordered folds may stamp mixed records.
     """
 
     merger: RecordMerger
-    selections_only: bool = False
 
     @property
     def name(self) -> str:
@@ -222,37 +200,12 @@ class StampedMerger:
         if not meta or merged.num_rows == 0:
             return merged
         compared = [c for c in merged.column_names if c not in META_COLUMNS]
-        as_older, as_newer = _same_values(merged, older, compared), _same_values(merged, newer, compared)
-        if self.selections_only and not (as_older | as_newer).all():
-            raise MixedRecords(self.merger.name)
-        kept = pa.array(as_older & ~as_newer)
+        kept = pa.array(_same_values(merged, older, compared) & ~_same_values(merged, newer, compared))
         stamped = {c: pc.if_else(kept, older.column(c), pc.coalesce(newer.column(c), older.column(c))) for c in meta}
         return rebuild(merged, stamped)
 
 
 # -- the fold ---------------------------------------------------------------------------------
-
-
-def _folds_logs_first(properties: MergeProperties, logs: Sequence[LogRecords]) -> bool:
-    """Whether the logs may be merged among themselves before the base: the merger claims
-    associativity, for deletes too when the logs hold any. The claims cover deletes that carry
-    ordering values only: a delete of whatever is stored followed by an update is not one
-    record to merge into the base later (the update would then compete with the stored record
-    the delete removed), so such logs are folded in order."""
-    if not properties.associative:
-        return False
-    if any(block.unordered_deletes for block in logs):
-        return False
-    return properties.with_deletes or not any(block.has_deletes for block in logs)
-
-
-def _logs_first(merger: RecordMerger, records: pa.Table, blocks: Sequence[pa.Table]) -> pa.Table:
-    """The logs merged among themselves, then into ``records``: one merge against the base."""
-    selecting = StampedMerger(merger, selections_only=True)
-    changes = blocks[0]
-    for block in blocks[1:]:
-        changes = merge_records(selecting, changes, block, keys=KEYS)
-    return merge_records(selecting, records, changes, keys=KEYS)
 
 
 def merge_slice(base: pa.Table | None, logs: Sequence[LogRecords], merger: RecordMerger, schema: pa.Schema) -> pa.Table:
@@ -264,18 +217,17 @@ def merge_slice(base: pa.Table | None, logs: Sequence[LogRecords], merger: Recor
     stamped = StampedMerger(merger)
     # Within a block every record comes from the same write: dedup in arrival order.
     blocks = [dedup_records(stamped, block.records, keys=KEYS) for block in logs if block.records.num_rows]
-    records = _with_op(base.select(schema.names) if base is not None else schema.empty_table(), OP_UPSERT)
-    folded = None
-    if blocks and _folds_logs_first(merger.properties, logs):
-        try:
-            folded = _logs_first(merger, records, blocks)
-        except MixedRecords:
-            folded = None  # the values would be right, the commit times not: fold in order
-    if folded is None:
-        folded = records
-        for block in blocks:
-            folded = merge_records(stamped, folded, block, keys=KEYS)
-    return live_records(folded).select(schema.names).cast(schema)
+    stored = base.select(schema.names) if base is not None else schema.empty_table()
+    if not blocks:
+        return stored.cast(schema)
+    # Only the stored records of keys in the logs can change: fold those, pass the rest through.
+    log_keys = pc.unique(pa.chunked_array([b.column(RECORD_KEY) for b in blocks]).combine_chunks())
+    touched = pc.is_in(stored.column(RECORD_KEY), value_set=log_keys)
+    records = _with_op(stored.filter(touched), OP_UPSERT)
+    for block in blocks:
+        records = merge_records(stamped, records, block, keys=KEYS)
+    merged = live_records(records).select(schema.names).cast(schema)
+    return pa.concat_tables([stored.filter(pc.invert(touched)).cast(schema), merged])
 
 
 def read_slice(
@@ -301,7 +253,6 @@ def read_slice(
 __all__ = [
     "KEYS",
     "LogRecords",
-    "MixedRecords",
     "StampedMerger",
     "delete_records",
     "merge_slice",
