@@ -27,6 +27,7 @@ from tidemark.errors import (
     TidemarkError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
+from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
@@ -55,6 +56,7 @@ from tidemark.timeline import Action, Instant, State, Timeline
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidemark.merge import RecordMerger
     from tidemark.services.cluster import ClusteringProgress
     from tidemark.services.compaction import CompactionResult
 
@@ -262,6 +264,13 @@ class Table:
             return arrow_schema_from_avro(self.config.create_schema)
         return None
 
+    def merger(self) -> RecordMerger:
+        """The table's record merger, from its merge settings and current schema (picklable): what
+        merges records everywhere, merge-on-read reads and compaction included."""
+        from tidemark.merge import MergeConfig
+
+        return MergeConfig.of_table(self.config).merger(self.schema)
+
     def _adopt_schema(self, schema: pa.Schema) -> None:
         self._schema = pa.schema([f for f in schema if f.name not in META_SCHEMA.names])
 
@@ -393,7 +402,10 @@ class Table:
         """Delete the records whose keys are in ``data``.
 
         Ordering columns in ``data`` are compared with the stored record's: a delete older than
-        the stored record removes nothing. Other columns are ignored.
+        the stored record removes nothing. Other columns are ignored. Merge-on-read tables keep
+        a delete's ordering value in the log when the table has one ordering field of an integer
+        type; with several ordering fields or another type a delete there removes whatever is
+        stored (the log's delete records hold one integer ordering value).
         """
         return self._write("delete", data)
 
@@ -424,13 +436,18 @@ class Table:
         return incremental_plan(self.storage, Timeline.load(self.storage), start=start, end=end)
 
     def _read_plan(self, plan: ReadPlan) -> Any:
+        # Built once here, shipped to the tasks; only merge-on-read slices with logs need one.
+        merger = self.merger() if plan.merges else None
+        deletes_ordered_by = delete_ordering_field(self.config.ordering_fields)
         if self.spark is None:
             from tidemark.engines.arrow.reader import read_plan as arrow_read
 
-            return arrow_read(self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
+            return arrow_read(self.storage, plan, self.schema, merger=merger, delete_ordering_field=deletes_ordered_by)
         from tidemark.engines.spark.reader import read_plan as spark_read
 
-        return spark_read(self.spark, self.storage, plan, self.schema, ordering_fields=self.config.ordering_fields)
+        return spark_read(
+            self.spark, self.storage, plan, self.schema, merger=merger, delete_ordering_field=deletes_ordered_by
+        )
 
     def read(
         self,
@@ -510,6 +527,7 @@ class Table:
                 run_slices = pipeline.compact_slices
             stats = compaction.execute(
                 self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
+                merger=self.merger(),
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
                 run_slices=run_slices,
             )

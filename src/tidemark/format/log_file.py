@@ -17,7 +17,11 @@ blocks), 2 SCHEMA (Avro JSON of the records, meta columns included).
 Content of an Avro data block: int32 3 | int32 record count | per record an int32
 length and the Avro binary datum. Content of a delete block: int32 3 | int32 byte
 count | one ``HoodieDeleteRecordList`` datum. The ordering value of a delete goes
-in the union's ``long`` branch (hudi-rs fails on the ``int`` branch), or null.
+in the union's ``long`` branch (hudi-rs fails on the ``int`` branch); a delete
+without one carries ``0``, as Hudi's writers do (hudi-rs rejects a delete block
+whose first record has a null ordering value, and reads an integer ``0`` as "no
+ordering value": the delete wins by commit time). See :func:`delete_ordering_field`
+for which tables put a real ordering value there.
 
 A log file is named ``.<fileId>_<deltacommit requested time>.log.<version>_<writeToken>``;
 in table version 8 each deltacommit writes its own log file (version 1).
@@ -306,11 +310,44 @@ def parquet_data_block(instant_time: str, schema_json: str, rows: pa.Table, *, c
 
 
 # -- delete blocks -------------------------------------------------------------------------
+NO_ORDERING_VALUE = 0  # what Hudi writes in a delete that carries no ordering value
+
+# What a decoded orderingVal can be: tidemark writes longs; other writers may use other branches.
+OrderingValue = int | float | str | bytes | None
+
+
 @dataclass(frozen=True)
 class DeleteRecord:
     record_key: str
     partition_path: str | None
-    ordering_value: int | None = 0  # Hudi writes 0 when the delete carries no ordering value
+    ordering_value: OrderingValue = NO_ORDERING_VALUE
+
+
+def delete_ordering_field(ordering_fields: Sequence[str]) -> str | None:
+    """The column whose value a delete record's ``orderingVal`` stands for: the table's ordering
+    field when it has exactly one. A delete record holds one value, so with several ordering
+    fields (or none) deletes carry no ordering value and delete whatever is stored."""
+    return ordering_fields[0] if len(ordering_fields) == 1 else None
+
+
+def writes_delete_ordering(dtype: pa.DataType) -> bool:
+    """Whether tidemark writes real ordering values for an ordering field of this type: integers
+    that fit the union's ``long`` branch (the one branch hudi-rs compares as an ordering value)."""
+    return bool(pa.types.is_integer(dtype) and not pa.types.is_uint64(dtype))
+
+
+def is_no_ordering_value(value: OrderingValue) -> bool:
+    """A null, or the integer 0 Hudi writes for "no ordering value" (hudi-rs reads an integer 0
+    that way too, so a delete whose real ordering value is 0 also deletes whatever is stored)."""
+    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value == 0)
+
+
+def _ordering_datum(value: OrderingValue) -> Any:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"tidemark writes delete ordering values as longs, not {type(value).__name__}")
+    return ("long", value)
 
 
 def encode_delete_records(records: Iterable[DeleteRecord]) -> bytes:
@@ -319,7 +356,7 @@ def encode_delete_records(records: Iterable[DeleteRecord]) -> bytes:
             {
                 "recordKey": r.record_key,
                 "partitionPath": r.partition_path,
-                "orderingVal": None if r.ordering_value is None else ("long", int(r.ordering_value)),
+                "orderingVal": _ordering_datum(r.ordering_value),
             }
             for r in records
         ]
@@ -351,17 +388,22 @@ __all__ = [
     "HeaderKey",
     "LogBlock",
     "LogFileName",
+    "NO_ORDERING_VALUE",
+    "OrderingValue",
     "avro_data_block",
     "decode_avro_records",
     "decode_blocks",
     "decode_delete_records",
     "delete_block",
+    "delete_ordering_field",
     "encode_avro_records",
     "encode_block",
     "encode_delete_records",
+    "is_no_ordering_value",
     "log_file_name",
     "log_schema_json",
     "parquet_data_block",
     "parse_log_file_name",
     "read_log_file",
+    "writes_delete_ordering",
 ]

@@ -26,7 +26,8 @@ reader (or compaction) of one file slice::
     visible = live_records(records)
 
 Fold in commit order: only associative mergers (``merger.properties``) may merge
-the logs among themselves first and the base last.
+the logs among themselves first and the base last. :mod:`tidemark.read.merge`
+always folds in order, over just the base records the logs touch.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ Lifecycle::
                that has logs, counting only deltacommits completed by now;
                <t>.compaction.requested  (HoodieCompactionPlan, Avro)
     execute    (no lock) <t>.compaction.inflight; per planned slice: read the base
-               file and the planned logs, merge (tidemark.read.merge), write
-               <fileId>_<token>_<t>.parquet after its marker
+               file and the planned logs, fold them with the table's record merger
+               (tidemark.read.merge, as a snapshot read does), write the live records
+               to <fileId>_<token>_<t>.parquet after its marker
     complete   [lock] <t>_<c>.commit  (v8: a compaction completes as a commit,
                ``operationType=COMPACT``, ``compacted=true``)
 
@@ -33,10 +34,12 @@ from typing import Any
 import pyarrow as pa
 
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro, write_avro
+from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.names import FILE_NAME, TIMELINE_DIR, base_file_name, join_partition, write_token
 from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.fsview import FileSystemView
 from tidemark.markers import IOType, MarkerSpec, delete_markers, marked_data_files, open_marker_writer
+from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -115,7 +118,8 @@ class CompactionResult:
         return tuple(sorted(s.file_id for s in self.stats))
 
 
-SliceRunner = Callable[[WriteSpec, list[CompactionOperation]], list[WriteStat]]
+# Runs compact_slice over the operations (an engine's tasks), with the table's merger.
+SliceRunner = Callable[[WriteSpec, RecordMerger, list[CompactionOperation]], list[WriteStat]]
 
 
 def pending_compactions(timeline: Timeline) -> list[Instant]:
@@ -178,8 +182,15 @@ def load_plan(storage: Storage, instant_time: str) -> CompactionPlan:
     return CompactionPlan.from_bytes(instant_time, storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
 
 
-def compact_slice(spec: WriteSpec, storage: Storage, op: CompactionOperation, task: int) -> WriteStat:
-    """Merge one planned slice into a new base file (what one engine task does)."""
+def compact_slice(
+    spec: WriteSpec, storage: Storage, op: CompactionOperation, task: int, merger: RecordMerger
+) -> WriteStat:
+    """Merge one planned slice into a new base file (what one engine task does).
+
+    The slice is folded with ``merger`` (the table's, built once on the driver) exactly as a
+    snapshot read folds it; the new base file keeps the live records only (deletes that won
+    leave nothing behind).
+    """
     started = time.monotonic()
     token = write_token(task, 0, 0)
     name = base_file_name(op.file_id, token, spec.instant_time)
@@ -191,7 +202,13 @@ def compact_slice(spec: WriteSpec, storage: Storage, op: CompactionOperation, ta
         markers.close()
     base_path = join_partition(op.partition_path, op.base_file)
     log_paths = [storage.full_path(join_partition(op.partition_path, f)) for f in op.log_files]
-    merged = read_slice(storage.full_path(base_path), log_paths, spec.ordering_fields, spec.schema)
+    merged = read_slice(
+        storage.full_path(base_path),
+        log_paths,
+        merger,
+        spec.schema,
+        delete_ordering_field=delete_ordering_field(spec.ordering_fields),
+    )
     # Records keep their commit time and sequence number: the compaction changes no record.
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
                                _constant(name, merged.num_rows))
@@ -223,14 +240,15 @@ def execute(
     user_schema: pa.Schema,
     table_name: str,
     ordering_fields: Sequence[str],
+    merger: RecordMerger,
     compression: str,
     max_file_size: int,
     run_slices: SliceRunner | None = None,
 ) -> list[WriteStat]:
     """Write the compacted base files of ``plan`` (no lock held). Safe to run again.
 
-    ``run_slices`` runs :func:`compact_slice` over the operations (an engine: Spark
-    tasks); by default they run one after the other in this process.
+    ``merger`` is the table's record merger; ``run_slices`` runs :func:`compact_slice` over
+    the operations (an engine: Spark tasks); by default they run one after the other here.
     """
     inflight = instant_file_name(plan.instant_time, Action.COMPACTION, State.INFLIGHT)
     storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
@@ -247,8 +265,8 @@ def execute(
         markers=MarkerSpec(),
     )
     if run_slices is not None:
-        return run_slices(spec, list(plan.operations))
-    return [compact_slice(spec, storage, op, i) for i, op in enumerate(plan.operations)]
+        return run_slices(spec, merger, list(plan.operations))
+    return [compact_slice(spec, storage, op, i, merger) for i, op in enumerate(plan.operations)]
 
 
 def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat], *, user_schema: pa.Schema,

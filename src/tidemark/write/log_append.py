@@ -6,6 +6,13 @@ one Avro data block (the five meta columns set as in a base file, with
 new log file ``.<fileId>_<instant>.log.1_<token>`` created after its ``APPEND``
 marker. Nothing is read: which record wins is decided when the slice is read
 (:mod:`tidemark.read.merge`) or compacted.
+
+A delete keeps its ordering value when it has one and the table has exactly one
+ordering field of an integer type (:func:`~tidemark.format.log_file.delete_ordering_field`,
+:func:`~tidemark.format.log_file.writes_delete_ordering`): then a stale delete loses
+against a newer record, as on copy-on-write. Otherwise (several ordering fields,
+another type, or a delete given without its ordering value) it carries Hudi's
+"no ordering value" and deletes whatever is stored when it is merged.
 """
 
 from __future__ import annotations
@@ -18,12 +25,15 @@ import pyarrow.compute as pc
 
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import (
+    NO_ORDERING_VALUE,
     DeleteRecord,
     avro_data_block,
     delete_block,
+    delete_ordering_field,
     encode_block,
     log_file_name,
     parquet_data_block,
+    writes_delete_ordering,
 )
 from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY, join_partition
 from tidemark.markers import IOType, open_marker_writer
@@ -51,6 +61,22 @@ def _log_rows(rows: pa.Table, spec: WriteSpec, file_id: str, seq_prefix: str) ->
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=spec.schema)
+
+
+def _delete_ordering_values(deletes: pa.Table, spec: WriteSpec) -> list[int]:
+    """The ``orderingVal`` of each delete: its ordering value where the table's one integer ordering
+    field has a value in the delete's row, else 0 (Hudi's "no ordering value")."""
+    field = delete_ordering_field(spec.ordering_fields)
+    if (
+        field is None
+        or field not in deletes.column_names
+        or field not in spec.schema.names
+        or not writes_delete_ordering(spec.schema.field(field).type)
+    ):
+        return [NO_ORDERING_VALUE] * deletes.num_rows
+    # Deletes come with the column as the caller gave it (only keys and ordering values are kept).
+    values = pc.cast(deletes.column(field), pa.int64())
+    return pc.fill_null(values, NO_ORDERING_VALUE).to_pylist()
 
 
 def append_log_file(
@@ -90,7 +116,11 @@ def append_log_file(
     if deletes.num_rows:
         keys = deletes.column(RECORD_KEY).to_pylist()
         parts = deletes.column(PARTITION_PATH).to_pylist()
-        records = [DeleteRecord(k, p if p is not None else partition_path) for k, p in zip(keys, parts, strict=True)]
+        ordering = _delete_ordering_values(deletes, spec)
+        records = [
+            DeleteRecord(k, p if p is not None else partition_path, o)
+            for k, p, o in zip(keys, parts, ordering, strict=True)
+        ]
         chunks.append(encode_block(delete_block(spec.instant_time, spec.log_schema, records)))
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)

@@ -3,32 +3,46 @@ merged with their log files (merge-on-read) by :func:`tidemark.read.merge.read_s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
+from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
 
 
 def read_plan(
-    storage: Storage, plan: ReadPlan, user_schema: pa.Schema | None, *, ordering_fields: Sequence[str] = ()
+    storage: Storage,
+    plan: ReadPlan,
+    user_schema: pa.Schema | None,
+    *,
+    merger: RecordMerger | None = None,
+    delete_ordering_field: str | None = None,
 ) -> pa.Table:
-    """A pyarrow Table of the plan's rows: the five meta columns, then the user columns."""
+    """A pyarrow Table of the plan's rows: the five meta columns, then the user columns.
+
+    ``merger`` (the table's) folds file slices with log files; it is required when the
+    plan has any (``plan.merges``). ``delete_ordering_field``: see :func:`read_slice`.
+    """
     schema = with_meta_columns(user_schema or pa.schema([]))
     if not plan.files:
         return schema.empty_table()
+    if plan.merges and merger is None:
+        raise ValueError("the read plan merges log files: pass the table's record merger")
     tables = []
     for f in plan.files:
         logs = plan.logs_of(f)
         if logs:
-            tables.append(read_slice(storage.full_path(f.path), [storage.full_path(g.path) for g in logs],
-                                     ordering_fields, schema))
+            assert merger is not None
+            paths = [storage.full_path(g.path) for g in logs]
+            slice_rows = read_slice(
+                storage.full_path(f.path), paths, merger, schema, delete_ordering_field=delete_ordering_field
+            )
+            tables.append(slice_rows)
         else:
             tables.append(pq.read_table(storage.full_path(f.path), schema=schema))
     table = pa.concat_tables(tables)

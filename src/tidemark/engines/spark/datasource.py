@@ -100,6 +100,7 @@ class TidemarkPushdownDataSource(TidemarkDataSource):
 
 class _Reader(DataSourceReader):
     def __init__(self, table: Any, plan: Any, schema: pa.Schema) -> None:
+        from tidemark.format.log_file import delete_ordering_field
         from tidemark.read.plan import partition_values
 
         cfg = table.config
@@ -107,7 +108,9 @@ class _Reader(DataSourceReader):
         self.schema = schema
         self.commit_times = sorted(plan.commit_times) if plan.commit_times is not None else None
         self.partition_fields = cfg.partition_fields
-        self.ordering_fields = cfg.ordering_fields
+        # Built here on the driver and pickled with this reader into the tasks.
+        self.merger = table.merger() if plan.merges else None
+        self.delete_ordering_field = delete_ordering_field(cfg.ordering_fields)
         self.files = [
             (f.path, partition_values(f.partition_path, cfg.partition_fields, cfg.hive_style_partitioning))
             for f in plan.files
@@ -128,7 +131,14 @@ class _Reader(DataSourceReader):
         if partition.logs:
             from tidemark.read.merge import read_slice
 
-            table = read_slice(partition.path, partition.logs, self.ordering_fields, self.schema)
+            assert self.merger is not None  # the plan had logs
+            table = read_slice(
+                partition.path,
+                partition.logs,
+                self.merger,
+                self.schema,
+                delete_ordering_field=self.delete_ordering_field,
+            )
         else:
             table = pq.read_table(partition.path, schema=self.schema)
         if self.commit_times is not None:

@@ -4,7 +4,7 @@ most, by :func:`tidemark.read.merge.read_slice` (the same merge as the Arrow eng
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -13,6 +13,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
+from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
@@ -21,12 +22,19 @@ _LOG_SEPARATOR = "\n"
 
 
 def _merged_slices(
-    spark: SparkSession, slices: list[tuple[str, str]], arrow_schema: pa.Schema, ordering: tuple[str, ...]
+    spark: SparkSession,
+    slices: list[tuple[str, str]],
+    arrow_schema: pa.Schema,
+    merger: RecordMerger,
+    delete_ordering_field: str | None,
 ) -> DataFrame:
+    # The closure ships the merger (built on the driver) to the tasks.
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                table = read_slice(base, logs.split(_LOG_SEPARATOR), ordering, arrow_schema)
+                table = read_slice(
+                    base, logs.split(_LOG_SEPARATOR), merger, arrow_schema, delete_ordering_field=delete_ordering_field
+                )
                 yield from table.to_batches()
 
     descriptors = spark.createDataFrame(slices, "base string, logs string")
@@ -40,9 +48,13 @@ def read_plan(
     plan: ReadPlan,
     user_schema: pa.Schema | None,
     *,
-    ordering_fields: Sequence[str] = (),
+    merger: RecordMerger | None = None,
+    delete_ordering_field: str | None = None,
 ) -> DataFrame:
-    """A DataFrame of the plan's rows: the five meta columns, then the user columns."""
+    """A DataFrame of the plan's rows: the five meta columns, then the user columns.
+
+    ``merger`` (the table's) folds file slices with log files; required when the plan has any.
+    """
     arrow_schema = with_meta_columns(user_schema or pa.schema([]))
     schema = from_arrow_schema(arrow_schema)
     if not plan.files:
@@ -57,7 +69,9 @@ def read_plan(
     if plain:
         parts.append(spark.read.schema(schema).parquet(*plain))
     if slices:
-        parts.append(_merged_slices(spark, slices, arrow_schema, tuple(ordering_fields)))
+        if merger is None:
+            raise ValueError("the read plan merges log files: pass the table's record merger")
+        parts.append(_merged_slices(spark, slices, arrow_schema, merger, delete_ordering_field))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     if plan.commit_times is not None:
         df = df.filter(F.col(COMMIT_TIME).isin(sorted(plan.commit_times)))

@@ -29,7 +29,7 @@ from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.fsview import FileSystemView
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, RecordMerger, dedup_records
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
@@ -407,8 +407,9 @@ class SparkWritePipeline:
         out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
         return self._run_write_job(out)
 
-    def compact_slices(self, spec: WriteSpec, operations: Sequence[Any]) -> list[WriteStat]:
-        """Compaction: one Spark task per planned file slice (services.compaction.compact_slice)."""
+    def compact_slices(self, spec: WriteSpec, merger: RecordMerger, operations: Sequence[Any]) -> list[WriteStat]:
+        """Compaction: one Spark task per planned file slice (services.compaction.compact_slice);
+        ``merger`` (the table's, built on the driver) is shipped to the tasks."""
         import json
 
         from tidemark.services.compaction import CompactionOperation, compact_slice
@@ -420,7 +421,7 @@ class SparkWritePipeline:
             for b in batches:
                 for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
                     operation = CompactionOperation.from_avro(json.loads(op))
-                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task)
+                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task, merger)
                     yield from _stats_table([stat]).to_batches()
 
         rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
