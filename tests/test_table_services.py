@@ -262,6 +262,29 @@ def test_archival_bounds_the_active_timeline_and_reads_reach_the_history(tmp_pat
     assert len(read_manifest(table.storage).files) < 6
 
 
+def test_archival_keeps_deltacommits_whose_logs_are_not_compacted(tmp_path: Path) -> None:
+    """Readers place a log in its file slice by its deltacommit's completion time, read from the
+    active timeline (hudi-rs has no other source): those deltacommits stay until compacted."""
+    table = Table.create(str(tmp_path / "t"), spark=None, record_key="id", ordering_field="v",
+                         table_type="MERGE_ON_READ", options=ARCHIVE)
+    table.upsert(pa.table({"id": list(range(10)), "v": [0] * 10}))
+    updates = [table.upsert(pa.table({"id": [i % 10], "v": [i + 1]})) for i in range(12)]
+    timeline = Timeline.load(table.storage)
+    active = {i.requested_time for i in timeline.completed}
+    assert all(u.instant_time in active for u in updates), "a deltacommit with uncompacted logs was archived"
+    expected = [(i, max([0] + [u + 1 for u in range(12) if u % 10 == i])) for i in range(10)]
+    assert rows_of(table.read(), ["id", "v"]) == expected
+    table.compact()
+    more = [table.upsert(pa.table({"id": [i], "v": [100 + i]})) for i in range(8)]
+    timeline = Timeline.load(table.storage)
+    active = {i.requested_time for i in timeline.completed}
+    assert not all(u.instant_time in active for u in updates), "compacted deltacommits were never archived"
+    assert all(m.instant_time in active for m in more)
+    expected = [(i, 100 + i) if i < 8 else row for i, row in enumerate(expected)]
+    assert rows_of(table.read(), ["id", "v"]) == expected
+    assert rows_of(hudi_rs_read(table.path), ["id", "v"]) == expected
+
+
 def test_archival_never_passes_the_earliest_pending_instant(tmp_path: Path) -> None:
     table = _table(tmp_path, **OCC, **ARCHIVE)
     _upsert(table, (1, 0))

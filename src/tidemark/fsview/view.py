@@ -112,6 +112,7 @@ class FileSystemView:
         self.storage = storage
         self.timeline = timeline
         self.as_of = as_of
+        self._history: dict[str, Instant] | None = None
         self._groups = self._build()
 
     def _visible_instant(self, instant: Instant | None) -> bool:
@@ -178,12 +179,21 @@ class FileSystemView:
         if parsed is None:
             return None
         owner = self.timeline.completed_instant(parsed.instant_time)
+        if owner is None and self.timeline.is_archived(parsed.instant_time):
+            # Archival keeps deltacommits whose logs are uncompacted; an older table's may be
+            # archived anyway: the history still knows when they completed.
+            owner = self._archived_instant(parsed.instant_time)
         if not self._visible_instant(owner):
             return None
         assert owner is not None and owner.completion_time is not None
         partition = path.rsplit("/", 1)[0] if "/" in path else ""
         return LogFile(partition, parsed.file_id, parsed.instant_time, owner.completion_time, parsed.version,
                        parsed.write_token, path, size)
+
+    def _archived_instant(self, instant_time: str) -> Instant | None:
+        if self._history is None:  # read once per view, and only for logs of archived instants
+            self._history = {i.requested_time: i for i in self.timeline.with_history().completed}
+        return self._history.get(instant_time)
 
     def file_groups(self, partitions: Iterable[str] | None = None) -> list[FileGroup]:
         wanted = set(partitions) if partitions is not None else None

@@ -18,6 +18,10 @@ instant that must stay:
   anything from the earliest savepoint on, so restore can roll back to it;
 * a replacecommit whose replaced file groups still have files: without it the
   file-system view would see those groups again;
+* merge-on-read: a deltacommit that appended log files and completed after the
+  latest completed compaction was planned: its logs are still in a latest file
+  slice, and readers (hudi-rs too) place a log in its slice by the completion
+  time of its deltacommit, read from the active timeline;
 * the prefix is shortened until every archived instant completed before every
   instant left active, so an incremental reader can tell from the active timeline
   alone whether its range reaches into the history.
@@ -60,6 +64,14 @@ def _replaced_files_remain(storage: Storage, timeline: Timeline, instant: Instan
     return any(key in versions for key in replaced)
 
 
+def _latest_compaction(timeline: Timeline) -> str | None:
+    """Requested time of the latest completed compaction (logs completed before it were merged)."""
+    for inst in reversed(timeline.completed):
+        if inst.action is Action.COMMIT and timeline.commit_metadata(inst).compacted:
+            return inst.requested_time
+    return None
+
+
 def choose(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> tuple[list[Instant], str | None]:
     """The instants to archive now (a prefix of the active timeline), or why none."""
     commits = timeline.completed_data_instants
@@ -71,6 +83,9 @@ def choose(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> tuple
     if savepoints and not config.beyond_savepoint:
         cut = min(cut, min(savepoints))
     cache: dict[str, object] = {}
+    # Only merge-on-read tables have deltacommits: copy-on-write never reads this.
+    compacted_up_to = _latest_compaction(timeline) if any(
+        i.action is Action.DELTA_COMMIT for i in timeline.completed) else None
     prefix: list[Instant] = []
     for inst in timeline:
         if inst.action is Action.SAVEPOINT:
@@ -80,6 +95,12 @@ def choose(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> tuple
         if pending is not None and (inst.requested_time >= pending or (inst.completion_time or "") >= pending):
             break
         if inst.action is Action.REPLACE_COMMIT and _replaced_files_remain(storage, timeline, inst, cache):
+            break
+        if (
+            inst.action is Action.DELTA_COMMIT
+            and (compacted_up_to is None or (inst.completion_time or "") >= compacted_up_to)
+            and any(s.log_files for s in timeline.commit_metadata(inst).write_stats)
+        ):
             break
         prefix.append(inst)
     # An incremental reader decides from the active timeline alone whether its range reaches
@@ -95,7 +116,8 @@ def choose(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> tuple
             break
         prefix.pop()
     if not prefix:
-        return [], "the oldest instants are still needed (pending writes, savepoints or replaced files)"
+        return [], ("the oldest instants are still needed (pending writes, savepoints, replaced files or "
+                    "uncompacted logs)")
     return prefix, None
 
 

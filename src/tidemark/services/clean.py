@@ -131,6 +131,7 @@ def committed_files(
     as (completion time of their deltacommit, path): one walk of the table."""
     groups: dict[tuple[str, str], list[FileVersion]] = {}
     logs: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    history: dict[str, str] | None = None
     for info in storage.walk_files(""):
         parsed = parse_base_file_name(info.name)
         if parsed is None:
@@ -141,7 +142,10 @@ def committed_files(
             if done is not None and done.completion_time:
                 completed = done.completion_time
             elif timeline.is_archived(log_name.instant_time):
-                completed = log_name.instant_time  # long done; its requested time places it well enough
+                if history is None:  # read once, only for logs of archived deltacommits
+                    history = {i.requested_time: i.completion_time or i.requested_time
+                               for i in timeline.with_history().completed}
+                completed = history.get(log_name.instant_time, log_name.instant_time)
             else:
                 continue  # a pending or failed write's log: rollback's, not cleaning's
             partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
