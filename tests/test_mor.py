@@ -460,3 +460,43 @@ def test_cleaning_a_merge_on_read_table_removes_old_slices_with_their_logs(tmp_p
     assert rows_of(t.read(), COLS) == expected
     assert rows_of(hudi_rs_read(t.path), COLS) == expected
     t.close()
+
+
+def test_delete_blocks_of_other_writers_decode_in_every_ordering_branch() -> None:
+    """Hudi's writers put a delete's ordering value in the union branch of its type (string,
+    double, decimal, date, timestamps); tidemark writes longs but reads them all."""
+    import io
+    import struct
+    from datetime import UTC, date, datetime
+    from decimal import Decimal
+
+    import fastavro
+
+    from tidemark.format import log_file
+
+    values = [7, 2.5, "2026-01-02", Decimal("1.500000000000000"), date(2026, 1, 2),
+              datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)]
+    branches = [("long", 7), ("double", 2.5), ("string", "2026-01-02")]
+    # fastavro would put a datetime in the date branch (a datetime is a date): the writer's union
+    # keeps every position but makes the branches before timestamp-micros unmatchable for it.
+    union = [b if i not in (8, 9, 10, 11) else {"type": "fixed", "name": f"unused{i}", "size": 0}
+             for i, b in enumerate(log_file._ORDERING_BRANCHES)]
+    schema = fastavro.parse_schema(log_file._delete_record_list(union))
+    values[4] = None  # the date branch is written by its own block below
+    datum = {"deleteRecordList": [
+        {"recordKey": f"k{i}", "partitionPath": "p", "orderingVal": branches[i] if i < 3 else v}
+        for i, v in enumerate(values)
+    ]}
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, schema, datum)
+    content = struct.pack(">ii", 3, len(buf.getvalue())) + buf.getvalue()
+    decoded = decode_delete_records(content)
+    assert [d.record_key for d in decoded] == [f"k{i}" for i in range(len(values))]
+    assert [d.ordering_value for d in decoded][:4] == values[:4]
+    assert decoded[4].ordering_value is None
+    assert decoded[5].ordering_value == values[5]
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, log_file._PARSED_DELETE, {"deleteRecordList": [
+        {"recordKey": "d", "partitionPath": "p", "orderingVal": date(2026, 1, 2)}]})
+    content = struct.pack(">ii", 3, len(buf.getvalue())) + buf.getvalue()
+    assert decode_delete_records(content)[0].ordering_value == date(2026, 1, 2)

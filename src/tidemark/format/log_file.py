@@ -36,6 +36,8 @@ import re
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime
+from decimal import Decimal
 from typing import Any
 
 import fastavro
@@ -196,34 +198,43 @@ def log_schema_json(user_schema: pa.Schema, table_name: str) -> str:
     return json.dumps(rec, separators=(",", ":"))
 
 
-_DELETE_RECORD_LIST: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieDeleteRecordList",
-    "namespace": "org.apache.hudi.avro.model",
-    "fields": [
-        {
-            "name": "deleteRecordList",
-            "type": {
-                "type": "array",
-                "items": {
-                    "type": "record",
-                    "name": "HoodieDeleteRecord",
-                    "fields": [
-                        {"name": "recordKey", "type": ["null", "string"], "default": None},
-                        {"name": "partitionPath", "type": ["null", "string"], "default": None},
-                        # The first branches of Hudi's union (it goes on with logical types we
-                        # never write); a value is always written in the long branch.
-                        {
-                            "name": "orderingVal",
-                            "type": ["null", "int", "long", "float", "double", "bytes", "string"],
-                            "default": None,
-                        },
-                    ],
+# Hudi's union for a delete's ordering value, branch by branch (the position is what is encoded):
+# tidemark writes only the long branch, and reads every branch other writers may use.
+_ORDERING_BRANCHES: tuple[Any, ...] = (
+    "null", "int", "long", "float", "double", "bytes", "string",
+    {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 15},
+    {"type": "int", "logicalType": "date"},
+    {"type": "int", "logicalType": "time-millis"},
+    {"type": "long", "logicalType": "time-micros"},
+    {"type": "long", "logicalType": "timestamp-millis"},
+    {"type": "long", "logicalType": "timestamp-micros"},
+)
+def _delete_record_list(branches: Sequence[Any]) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": "HoodieDeleteRecordList",
+        "namespace": "org.apache.hudi.avro.model",
+        "fields": [
+            {
+                "name": "deleteRecordList",
+                "type": {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "HoodieDeleteRecord",
+                        "fields": [
+                            {"name": "recordKey", "type": ["null", "string"], "default": None},
+                            {"name": "partitionPath", "type": ["null", "string"], "default": None},
+                            {"name": "orderingVal", "type": list(branches), "default": None},
+                        ],
+                    },
                 },
-            },
-        }
-    ],
-}
+            }
+        ],
+    }
+
+
+_DELETE_RECORD_LIST = _delete_record_list(_ORDERING_BRANCHES)
 _PARSED_DELETE = fastavro.parse_schema(_DELETE_RECORD_LIST)
 _PARSED_DATA: dict[str, Any] = {}
 
@@ -313,7 +324,7 @@ def parquet_data_block(instant_time: str, schema_json: str, rows: pa.Table, *, c
 NO_ORDERING_VALUE = 0  # what Hudi writes in a delete that carries no ordering value
 
 # What a decoded orderingVal can be: tidemark writes longs; other writers may use other branches.
-OrderingValue = int | float | str | bytes | None
+OrderingValue = int | float | str | bytes | datetime | date | Decimal | None
 
 
 @dataclass(frozen=True)
@@ -332,7 +343,9 @@ def delete_ordering_field(ordering_fields: Sequence[str]) -> str | None:
 
 def writes_delete_ordering(dtype: pa.DataType) -> bool:
     """Whether tidemark writes real ordering values for an ordering field of this type: integers
-    that fit the union's ``long`` branch (the one branch hudi-rs compares as an ordering value)."""
+    that fit the union's ``long`` branch. hudi-rs 0.5 reads no other branch: it rejects ``int``,
+    cannot compare ``string``, and misreads ``double`` (checked), so a table with deletes in those
+    branches would stop being readable by it; other types' deletes carry no ordering value."""
     return bool(pa.types.is_integer(dtype) and not pa.types.is_uint64(dtype))
 
 
