@@ -509,3 +509,23 @@ def test_a_clustering_is_one_instant_on_the_timeline_in_every_state(tmp_path: Pa
     assert (done.action, done.state, done.completion_time) == (
         Action.REPLACE_COMMIT, State.COMPLETED, "20260101000000500")
     assert Timeline.load(storage).pending == []
+
+
+def test_merge_on_read_file_groups_with_logs_wait_for_compaction(tmp_path: Path) -> None:
+    """Clustering rewrites base files: a file group whose latest slice has logs is left out (its
+    logs would be lost); once compacted it is clustered like any other."""
+    table = Table.create(str(tmp_path / "t"), spark=None, record_key="id", ordering_field="v",
+                         table_type="MERGE_ON_READ", options=SMALL_FILES)
+    for start in range(0, 40, 10):  # four small file groups
+        table.upsert(pa.table({"id": list(range(start, start + 10)), "v": [0] * 10}))
+    table.upsert(pa.table({"id": [0, 15], "v": [1, 1]}))  # logs on two of them
+    expected = rows_of(table.read(), ["id", "v"])
+    result = table.cluster()
+    assert result.clustered and result.files_before == 2  # only the two groups without logs
+    assert rows_of(table.read(), ["id", "v"]) == expected
+    assert rows_of(hudi_rs_read(table.path), ["id", "v"]) == expected
+    table.compact()
+    result = table.cluster()
+    assert result.clustered and result.files_before >= 2
+    assert rows_of(table.read(), ["id", "v"]) == expected
+    assert rows_of(hudi_rs_read(table.path), ["id", "v"]) == expected

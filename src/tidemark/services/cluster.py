@@ -271,11 +271,18 @@ class ClusteringService:
                 claimed |= pending_write_footprint(self.storage, timeline, inst)
         return claimed
 
+    @staticmethod
+    def _with_logs(view: FileSystemView) -> set[FileGroupId]:
+        """Merge-on-read file groups whose latest slice has log files: clustering rewrites base
+        files only, so these wait for a compaction (their logs would otherwise be lost)."""
+        return {(s.base.partition_path, s.base.file_id) for s in view.latest_file_slices() if s.logs}
+
     def preview(self, clustering: ClusteringConfig) -> ClusteringPlan | None:
         """The plan that scheduling would make now, without the lock and without writing anything."""
         timeline = Timeline.load(self.storage)
         view = FileSystemView(self.storage, timeline)
-        return plan_clustering(view.latest_base_files(), clustering, exclude=self._claimed(timeline))
+        exclude = self._claimed(timeline) | self._with_logs(view)
+        return plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
 
     def schedule(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
         """Under the lock: the plan and its requested instant, or None if nothing needs clustering."""
@@ -287,7 +294,8 @@ class ClusteringService:
                 rolled_back.append(rollback(self.storage, dead, timeline=timeline))
                 timeline = timeline.reload()
             view = FileSystemView(self.storage, timeline)
-            plan = plan_clustering(view.latest_base_files(), clustering, exclude=self._claimed(timeline))
+            exclude = self._claimed(timeline) | self._with_logs(view)
+            plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
             if plan is None:
                 return None, rolled_back
             while True:
