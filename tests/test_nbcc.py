@@ -330,3 +330,38 @@ def test_two_streams_on_their_own_column_groups_give_the_per_group_latest_values
     ro = {"hoodie.read.use.read_optimized.mode": "true"}
     assert _snapshot(hudi_rs_read(path, hudi_options=ro).select(schema.names).to_pylist()) == model
     table.close()
+
+
+def test_the_one_conflict_left_is_a_file_group_replaced_since_the_snapshot(tmp_path: Path) -> None:
+    """Deltacommits never conflict under NBCC; logs appended to a file group that a writer in
+    another mode replaced meanwhile would vanish, so that one still raises."""
+    from tidemark.concurrency.conflict import NonBlockingConflictResolution, PendingCommit
+    from tidemark.format.commit_metadata import WriteStat
+    from tidemark.fsview import FileSystemView
+
+    options = {**NBCC, "hoodie.write.lock.provider": "filesystem"}
+    path = str(tmp_path / "t")
+    table = _create(path, options)
+    rows = [{"id": k, "part": f"p{k % 2}", "ts": 1, "batch": "a", "v": 1.0} for k in range(12)]
+    table.upsert(pa.Table.from_pylist(rows))
+    storage = LocalStorage(path)
+    snapshot = Timeline.load(storage)
+    groups = [(g.partition_path, g.file_id) for g in FileSystemView(storage, snapshot).file_groups()]
+    seen = frozenset(i.requested_time for i in snapshot.completed)
+    occ = tidemark.Table.open(path, spark=None, options={
+        **options, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
+    occ.upsert(pa.Table.from_pylist([{**rows[0], "ts": 2}]))  # a deltacommit: no conflict
+    occ.insert_overwrite(pa.Table.from_pylist([r for r in rows if r["part"] == "p0"]))  # replaces p0's groups
+    timeline = Timeline.load(storage)
+
+    def mine(partition: str, file_id: str) -> PendingCommit:
+        stat = WriteStat(partition, file_id, f"{partition}/.{file_id}_x.log.1_0-0-0", None, 1, 0, 1, 0, 10)
+        return PendingCommit("29990101000000000", (stat,), {}, seen)
+
+    p0 = [g for g in groups if g[0].endswith("p0")]
+    p1 = [g for g in groups if g[0].endswith("p1")]
+    with pytest.raises(tidemark.WriteConflictError):
+        NonBlockingConflictResolution().check(storage, timeline, mine(*p0[0]))
+    NonBlockingConflictResolution().check(storage, timeline, mine(*p1[0]))  # untouched by the overwrite
+    occ.close()
+    table.close()
