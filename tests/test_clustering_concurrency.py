@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +41,7 @@ def options(request: Any) -> dict[str, str]:
     opts = dict(BASE)
     if request.param == "zookeeper":
         server = request.getfixturevalue("zookeeper_server")
-        opts.update({"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": server.url,
-                     "hoodie.write.lock.zookeeper.port": str(server.port),
-                     "hoodie.write.lock.zookeeper.base_path": f"/tidemark-cl/{uuid.uuid4().hex[:10]}",
-                     "hoodie.write.lock.zookeeper.session_timeout_ms": "2000"})
+        opts.update(server.lock_options("tidemark-cl"))
     else:
         opts["hoodie.write.lock.provider"] = "filesystem"
     return opts

@@ -37,10 +37,7 @@ def options(request: Any) -> dict[str, str]:
             "hoodie.write.lock.wait_time_ms_between_retry": "50", **HEARTBEAT}
     if request.param == "zookeeper":
         server = request.getfixturevalue("zookeeper_server")
-        opts.update({"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": server.url,
-                     "hoodie.write.lock.zookeeper.port": str(server.port),
-                     "hoodie.write.lock.zookeeper.base_path": f"/tidemark-mw/{uuid.uuid4().hex[:10]}",
-                     "hoodie.write.lock.zookeeper.session_timeout_ms": "2000"})
+        opts.update(server.lock_options("tidemark-mw"))
     else:
         opts["hoodie.write.lock.provider"] = "filesystem"
     return opts

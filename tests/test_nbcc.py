@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +43,7 @@ def options(request: Any) -> dict[str, str]:
     opts = dict(NBCC)
     if request.param == "zookeeper":
         server = request.getfixturevalue("zookeeper_server")
-        opts.update({"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": server.url,
-                     "hoodie.write.lock.zookeeper.port": str(server.port),
-                     "hoodie.write.lock.zookeeper.base_path": f"/tidemark-nbcc/{uuid.uuid4().hex[:10]}",
-                     "hoodie.write.lock.zookeeper.session_timeout_ms": "2000"})
+        opts.update(server.lock_options("tidemark-nbcc"))
     else:
         opts["hoodie.write.lock.provider"] = "filesystem"
     return opts

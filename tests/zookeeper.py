@@ -150,6 +150,16 @@ class ZooKeeperServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file: Path | None = None
 
+    def lock_options(self, prefix: str) -> dict[str, str]:
+        """Writer options for the ZooKeeper lock provider on this server, under a fresh base path
+        (``/<prefix>/<random>``) so tables of different tests never share a lock."""
+        import uuid
+
+        return {"hoodie.write.lock.provider": "zookeeper", "hoodie.write.lock.zookeeper.url": self.url,
+                "hoodie.write.lock.zookeeper.port": str(self.port),
+                "hoodie.write.lock.zookeeper.base_path": f"/{prefix}/{uuid.uuid4().hex[:10]}",
+                "hoodie.write.lock.zookeeper.session_timeout_ms": "2000"}
+
     @property
     def hosts(self) -> str:
         return f"{self.url}:{self.port}"
