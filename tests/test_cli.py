@@ -664,10 +664,9 @@ def test_multi_stream_demo_end_to_end(capsys: pytest.CaptureFixture[str], cli_sp
     assert "0 aborted or retried writes" in out
     assert "tidemark reads 120 trips" in out
     assert "hudi-rs reads the same 120 trips" in out
-    timeline = Timeline.load(LocalStorage(str(path))).with_history()
-    deltas = [i for i in timeline.completed if i.action.value == "deltacommit"]
-    # the two streams really overlapped: some deltacommit started before another one completed
-    assert any(a.requested_time < b.requested_time < (a.completion_time or "") for a in deltas for b in deltas)
+    # (that the writers overlap is proven with barriers in tests/test_nbcc.py; threads sharing two
+    # cores usually overlap here too, but nothing makes them)
+    assert not Timeline.load(LocalStorage(str(path))).pending
     # the Arrow engine's merge agrees with the Spark one the demo checked
     table = Table.open(str(path), spark=None)
     got = {r["trip_id"]: r for r in table.read().to_pylist()}

@@ -14,6 +14,7 @@ must read the same rows from the base files alone.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -131,21 +132,31 @@ class Progress:
             self.ui.out.print(Text(f"  +{time.monotonic() - self.began:5.1f}s  {who:<9}  {what}"), soft_wrap=True)
 
 
-def _stream_writer(progress: Progress, spark: SparkSession, table: Table, stream: Stream) -> None:
+def _stream_writer(
+    progress: Progress, spark: SparkSession, table: Table, stream: Stream, rounds: threading.Barrier
+) -> None:
     spark.sparkContext.setLocalProperty("spark.scheduler.pool", stream.name)
-    for number, batch in enumerate(stream.batches, start=1):
-        data = spark.createDataFrame(list(batch), stream.ddl)
-        try:
-            result = table.upsert(data)
-        except TidemarkError as exc:
+    try:
+        for number, batch in enumerate(stream.batches, start=1):
+            data = spark.createDataFrame(list(batch), stream.ddl)
+            # Both streams send batch N together, so their writes overlap (once the other stream
+            # is done, the barrier is broken and this one goes on alone).
+            with contextlib.suppress(threading.BrokenBarrierError):
+                rounds.wait(timeout=600)
+            try:
+                result = table.upsert(data)
+            except TidemarkError as exc:
+                with progress.lock:
+                    progress.failures.append(f"{stream.name} batch {number}: {exc}")
+                progress.line(stream.name, f"batch {number} FAILED: {exc}")
+                continue
             with progress.lock:
-                progress.failures.append(f"{stream.name} batch {number}: {exc}")
-            progress.line(stream.name, f"batch {number} FAILED: {exc}")
-            continue
-        with progress.lock:
-            progress.results.append((stream.name, result))
-        progress.line(stream.name, f"batch {number}: {count(len(batch))} events  deltacommit "
-                                   f"{result.instant_time} → {result.completion_time}  attempts {result.attempts}")
+                progress.results.append((stream.name, result))
+            progress.line(stream.name, f"batch {number}: {count(len(batch))} events  deltacommit "
+                                       f"{result.instant_time} → {result.completion_time}  "
+                                       f"attempts {result.attempts}")
+    finally:
+        rounds.abort()  # never leave the other stream waiting for this one
 
 
 def _compactor(progress: Progress, table: Table, writers: Sequence[threading.Thread]) -> None:
@@ -193,9 +204,10 @@ def tell(ui: Ui, spark: SparkSession, table_path: str, trips: int) -> tuple[bool
                  "append logs, take the lock only for instant times, and never abort), plus a compactor:")
     tables = {s.name: Table.open(table_path, spark=spark, options=NBCC) for s in streams}
     progress = Progress(ui)
+    rounds = threading.Barrier(len(streams))
     try:
         writers = [InheritableThread(target=_stream_writer, name=s.name, daemon=True,
-                                     args=(progress, spark, tables[s.name], s)) for s in streams]
+                                     args=(progress, spark, tables[s.name], s, rounds)) for s in streams]
         for thread in writers:
             thread.start()
         _compactor(progress, table, writers)
