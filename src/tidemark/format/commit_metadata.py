@@ -61,6 +61,25 @@ class WriteStat:
     def is_log(self) -> bool:
         return bool(self.log_files)
 
+    @classmethod
+    def new_file(
+        cls, partition_path: str, file_id: str, path: str, *, rows: int, file_size: int, write_time_ms: int
+    ) -> WriteStat:
+        """A base file that replaces nothing (a new file group, or a clustered one): as Hudi
+        counts it, every row is an insert."""
+        return cls(
+            partition_path=partition_path,
+            file_id=file_id,
+            path=path,
+            prev_commit=None,
+            num_writes=rows,
+            num_inserts=rows,
+            num_updates=0,
+            num_deletes=0,
+            file_size=file_size,
+            total_write_time_ms=write_time_ms,
+        )
+
     def to_avro(self) -> dict[str, Any]:
         zero_longs = (
             "totalWriteErrors",

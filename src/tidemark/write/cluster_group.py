@@ -113,19 +113,10 @@ class _Output:
     def close(self, started: float) -> WriteStat:
         self._flush()
         self.writer.close()
-        return WriteStat(
-            partition_path=self.partition,
-            file_id=self.file_id,
-            path=self.rel_path,
-            prev_commit=None,
-            num_writes=self.rows,
-            # Hudi counts clustered records as inserts into the new file groups.
-            num_inserts=self.rows,
-            num_updates=0,
-            num_deletes=0,
-            file_size=os.path.getsize(self.full),
-            total_write_time_ms=int((time.monotonic() - started) * 1000),
-        )
+        # Hudi counts clustered records as inserts into the new file groups.
+        return WriteStat.new_file(self.partition, self.file_id, self.rel_path, rows=self.rows,
+                                  file_size=os.path.getsize(self.full),
+                                  write_time_ms=int((time.monotonic() - started) * 1000))
 
 
 def rewrite_group(spec: ClusterSpec, group: ClusteringGroup, *, token: str) -> list[WriteStat]:

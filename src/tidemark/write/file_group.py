@@ -304,18 +304,9 @@ class _RollingFile:
     def close(self) -> WriteStat:
         self.flush()
         self.writer.close()
-        return WriteStat(
-            partition_path=self.partition_path,
-            file_id=self.file_id,
-            path=self.rel_path,
-            prev_commit=None,
-            num_writes=self.rows,
-            num_inserts=self.rows,
-            num_updates=0,
-            num_deletes=0,
-            file_size=os.path.getsize(self.full),
-            total_write_time_ms=int((time.monotonic() - self.started) * 1000),
-        )
+        return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
+                                  file_size=os.path.getsize(self.full),
+                                  write_time_ms=int((time.monotonic() - self.started) * 1000))
 
 
 def write_new_files(

@@ -71,18 +71,8 @@ def empty_base_writer(storage: Storage, schema: pa.Schema, compression: str) -> 
         full = storage.full_path(rel_path)
         os.makedirs(os.path.dirname(full), exist_ok=True)
         pq.write_table(schema.empty_table(), full, compression=codec)
-        return WriteStat(
-            partition_path=partition_path,
-            file_id=file_id,
-            path=rel_path,
-            prev_commit=None,
-            num_writes=0,
-            num_inserts=0,
-            num_updates=0,
-            num_deletes=0,
-            file_size=os.path.getsize(full),
-            total_write_time_ms=int((time.monotonic() - started) * 1000),
-        )
+        return WriteStat.new_file(partition_path, file_id, rel_path, rows=0, file_size=os.path.getsize(full),
+                                  write_time_ms=int((time.monotonic() - started) * 1000))
 
     return write_base
 
