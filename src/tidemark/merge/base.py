@@ -133,6 +133,23 @@ def rebuild(template: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=template.schema)
 
 
+def same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """Row by row: whether ``a`` and ``b`` hold equal values (null equals null) in ``columns``."""
+    same = np.ones(a.num_rows, dtype=bool)
+    for name in columns:
+        x, y = a.column(name), b.column(name)
+        if x.type != y.type:
+            y = pc.cast(y, x.type)
+        try:
+            equal = pc.fill_null(pc.equal(x, y), False)
+            both_null = pc.and_(pc.is_null(x), pc.is_null(y))
+            column_same = pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
+        except pa.ArrowNotImplementedError:  # nested types (lists, maps, structs) have no equal kernel
+            column_same = np.array([p == q for p, q in zip(x.to_pylist(), y.to_pylist(), strict=True)], dtype=bool)
+        same &= column_same
+    return same
+
+
 # -- the three entry points -----------------------------------------------------------------
 
 

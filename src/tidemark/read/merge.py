@@ -44,7 +44,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -69,6 +68,7 @@ from tidemark.merge.base import (
     live_records,
     merge_records,
     rebuild,
+    same_values,
 )
 
 KEYS = (RECORD_KEY,)  # one file group holds one partition: the record key is the key
@@ -157,23 +157,6 @@ def read_log_records(
 # -- meta columns: the copy-on-write rule ----------------------------------------------------------
 
 
-def _same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """Row by row: whether ``a`` and ``b`` hold equal values (null equals null) in ``columns``."""
-    same = np.ones(a.num_rows, dtype=bool)
-    for name in columns:
-        x, y = a.column(name), b.column(name)
-        if x.type != y.type:
-            y = pc.cast(y, x.type)
-        try:
-            equal = pc.fill_null(pc.equal(x, y), False)
-            both_null = pc.and_(pc.is_null(x), pc.is_null(y))
-            column_same = pc.or_(equal, both_null).to_numpy(zero_copy_only=False)
-        except pa.ArrowNotImplementedError:  # nested types (lists, maps, structs) have no equal kernel
-            column_same = np.array([p == q for p, q in zip(x.to_pylist(), y.to_pylist(), strict=True)], dtype=bool)
-        same &= column_same
-    return same
-
-
 @dataclass(frozen=True)
 class StampedMerger:
     """The table's merger, with the meta columns a merged record gets on copy-on-write.
@@ -200,7 +183,7 @@ class StampedMerger:
         if not meta or merged.num_rows == 0:
             return merged
         compared = [c for c in merged.column_names if c not in META_COLUMNS]
-        kept = pa.array(_same_values(merged, older, compared) & ~_same_values(merged, newer, compared))
+        kept = pa.array(same_values(merged, older, compared) & ~same_values(merged, newer, compared))
         stamped = {c: pc.if_else(kept, older.column(c), pc.coalesce(newer.column(c), older.column(c))) for c in meta}
         return rebuild(merged, stamped)
 

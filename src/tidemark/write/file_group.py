@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +34,7 @@ from tidemark.format.names import (
 )
 from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
+from tidemark.merge.base import same_values
 from tidemark.storage import LocalStorage
 
 
@@ -104,19 +105,6 @@ def _with_meta(rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str,
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=spec.schema)
-
-
-def _same_values(a: pa.Table, b: pa.Table, columns: Sequence[str]) -> pa.Array:
-    """Row by row: whether ``a`` and ``b`` hold equal values (null equals null) in ``columns``."""
-    same = pa.array(np.ones(a.num_rows, dtype=bool))
-    for name in columns:
-        x, y = a.column(name), b.column(name)
-        if x.type != y.type:
-            y = pc.cast(y, x.type)
-        equal = pc.fill_null(pc.equal(x, y), False)
-        both_null = pc.and_(pc.is_null(x), pc.is_null(y))
-        same = pc.and_(same, pc.or_(equal, both_null))
-    return same
 
 
 def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -194,8 +182,8 @@ def write_file_group(
         num_deletes = int(pc.sum(deleted).as_py() or 0)
         # A merge that the batch's record did not change (a stale update or delete) keeps the
         # stored row as it is, commit time included; an identical re-write counts as an update.
-        as_stored = _same_values(merged, older, user_columns)
-        kept_as_is = pc.and_(as_stored, pc.invert(_same_values(merged, newer, user_columns)))
+        as_stored = pa.array(same_values(merged, older, user_columns))
+        kept_as_is = pc.and_(as_stored, pa.array(~same_values(merged, newer, user_columns)))
         unchanged = pc.and_(pc.invert(deleted), kept_as_is)
         changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
         updates = merged.filter(changed)
