@@ -80,3 +80,65 @@ def test_arrow_engine_bad_input_changes_nothing(tmp_path: Path) -> None:
         table.upsert(pa.table({"city": ["sf"], "v": ["x"]}))
     assert sorted(p.name for p in Path(table.path).rglob("*")) == before
     assert table.read().to_pylist()[0]["v"] == "a"
+
+
+KEY_ROWS = [
+    (-7, 0, "sf", "ü-ß", None),
+    (9_223_372_036_854_775_807, 12, "", "a,b:c", 3),
+    (0, -128, None, "", -2_147_483_648),
+    (42, 127, "nyc", "x=y/z", 7),
+]
+KEY_SCHEMA = "big long, small byte, city string, name string, n int"
+
+
+@pytest.mark.parametrize(
+    ("keys", "partitions", "hive"),
+    [(["big"], [], False), (["big", "small", "name"], ["city"], True), (["name"], ["city", "n", "small"], False)],
+)
+def test_arrow_key_columns_equal_sparks_for_the_types_computed_in_tasks(
+    spark: Any, keys: list[str], partitions: list[str], hive: bool
+) -> None:
+    """bulk_insert computes keys in the tasks with Arrow for these types: the text must be Spark's."""
+    from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
+    from tidemark.engines.spark.keys import partition_path_column, record_key_column
+
+    df = spark.createDataFrame(KEY_ROWS, KEY_SCHEMA)
+    assert all(text_matches_spark(f.type) for f in df.toArrow().schema)
+    by_spark = df.select(
+        record_key_column(keys).alias("k"), partition_path_column(partitions, hive_style=hive).alias("p")
+    ).toArrow()
+    by_arrow = with_key_columns(df.toArrow().combine_chunks().to_batches()[0], keys, partitions, hive_style=hive)
+    assert by_arrow.column("_hoodie_record_key").to_pylist() == by_spark.column("k").to_pylist()
+    assert by_arrow.column("_hoodie_partition_path").to_pylist() == by_spark.column("p").to_pylist()
+    assert not text_matches_spark(pa.float64()) and not text_matches_spark(pa.timestamp("us", "UTC"))
+
+
+def test_bulk_insert_keys_from_tasks_match_keys_from_spark(spark: Any, tmp_path: Path) -> None:
+    """The same rows by bulk_insert (keys computed in tasks) and insert (keys from Spark) get the same
+    record keys and partition paths; a double key field makes bulk_insert use Spark's text."""
+    df = spark.createDataFrame(KEY_ROWS, KEY_SCHEMA).filter("city is not null or n < 0")
+    cols = ["_hoodie_record_key", "_hoodie_partition_path"]
+    bulk = tidemark.Table.create(str(tmp_path / "bulk"), spark=spark, record_key=["big", "name"], partition_by="city")
+    bulk.bulk_insert(df)
+    ins = tidemark.Table.create(str(tmp_path / "ins"), spark=spark, record_key=["big", "name"], partition_by="city")
+    ins.insert(df)
+    assert sorted(rows_of(bulk.read().toArrow(), cols)) == sorted(rows_of(ins.read().toArrow(), cols))
+    assert sorted(rows_of(hudi_rs_read(str(tmp_path / "bulk")), cols)) == sorted(rows_of(ins.read().toArrow(), cols))
+
+    dbl = spark.createDataFrame([(1.0e10, "a"), (0.5, "b")], "d double, v string")
+    t = tidemark.Table.create(str(tmp_path / "dbl"), spark=spark, record_key="d")
+    t.bulk_insert(dbl)
+    expected = sorted(r[0] for r in dbl.selectExpr("cast(d as string)").collect())
+    assert sorted(r[0] for r in t.read().select("_hoodie_record_key").collect()) == expected
+
+
+def test_a_write_leaves_no_cached_blocks_behind(spark: Any, tmp_path: Path) -> None:
+    """The tagged batch is kept only for the write: its blocks are released at the end."""
+    jsc = spark.sparkContext._jsc.sc()
+    before = jsc.getPersistentRDDs().size()
+    t = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", ordering_field="ts")
+    t.insert(spark.createDataFrame([(1, 1, "a"), (2, 1, "b")], "id long, ts long, v string"))
+    t.upsert(spark.createDataFrame([(1, 2, "a2"), (3, 1, "c")], "id long, ts long, v string"))
+    t.delete(spark.createDataFrame([(2,)], "id long"))
+    assert jsc.getPersistentRDDs().size() == before
+    assert sorted(rows_of(t.read().toArrow(), ["id", "v"])) == [(1, "a2"), (3, "c")]

@@ -216,7 +216,7 @@ def compact_slice(
     os.makedirs(os.path.dirname(full), exist_ok=True)
     import pyarrow.parquet as pq
 
-    pq.write_table(merged, full, **parquet_options(spec))
+    pq.write_table(merged, full, **parquet_options(spec, merged))
     return WriteStat(
         partition_path=op.partition_path,
         file_id=op.file_id,

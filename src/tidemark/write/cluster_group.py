@@ -90,7 +90,7 @@ class _Output:
         DirectMarkerWriter(storage, spec.write.instant_time).create(self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.full, spec.write.schema, **parquet_options(spec.write))
+        self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
         self.rows = 0
         self._name_index = spec.write.schema.get_field_index(FILE_NAME)
         self._buffer = RowGroupBuffer()  # row groups of a useful size, as bulk inserts write them
@@ -108,10 +108,14 @@ class _Output:
 
     def _write(self, rows: pa.Table) -> None:
         name = pa.repeat(pa.scalar(self.name, pa.string()), rows.num_rows)
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.full, self.spec.write.schema, **parquet_options(self.spec.write, rows))
         self.writer.write_table(rows.set_column(self._name_index, FILE_NAME, name), row_group_size=ROW_GROUP_ROWS)
 
     def close(self, started: float) -> WriteStat:
         self._flush()
+        if self.writer is None:  # a group that received no rows still gets its (empty) file
+            self.writer = pq.ParquetWriter(self.full, self.spec.write.schema, **parquet_options(self.spec.write))
         self.writer.close()
         # Hudi counts clustered records as inserts into the new file groups.
         return WriteStat.new_file(self.partition, self.file_id, self.rel_path, rows=self.rows,

@@ -67,11 +67,30 @@ _NO_DICTIONARY = {COMMIT_SEQNO, RECORD_KEY}
 _NO_STATISTICS = {COMMIT_SEQNO, FILE_NAME, PARTITION_PATH}
 
 
-def parquet_options(spec: WriteSpec) -> dict[str, object]:
+# A dictionary is tried only for columns whose first rows repeat values: for mostly distinct
+# values (ids, amounts, timestamps, free text) the writer builds one, finds it too large and
+# falls back to plain encoding, which costs about as much as encoding the column again.
+DICTIONARY_SAMPLE_ROWS = 10_000
+
+
+def _repeats_values(column: pa.ChunkedArray) -> bool:
+    sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
+    if len(sample) == 0 or pa.types.is_nested(sample.type):
+        return True  # nothing to judge by: the writer's own fallback decides
+    return 2 * pc.count_distinct(sample, mode="all").as_py() <= len(sample)
+
+
+def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, object]:
+    """Writer options for a base file; ``rows`` (the first rows to be written, if known) choose
+    the columns that get a dictionary."""
     names = spec.schema.names
+    present = set(rows.column_names) if rows is not None else set()
     return {
         "compression": _codec(spec.compression),
-        "use_dictionary": [n for n in names if n not in _NO_DICTIONARY],
+        "use_dictionary": [
+            n for n in names
+            if n not in _NO_DICTIONARY and (n not in present or _repeats_values(rows.column(n)))  # type: ignore[union-attr]
+        ],
         "write_statistics": [n for n in names if n not in _NO_STATISTICS],
     }
 
@@ -170,7 +189,8 @@ def write_file_group(
         touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
         touched = old.filter(touched_mask).sort_by(RECORD_KEY)
         kept = old.filter(pc.invert(touched_mask))
-        matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=old_keys)
+        # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
+        matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
         matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
         fresh_rows = incoming.filter(pc.invert(matched_mask))
         # The table's merger decides, per stored record, what the batch's record makes of it.
@@ -204,7 +224,7 @@ def write_file_group(
 
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(out, full, **parquet_options(spec))
+    pq.write_table(out, full, **parquet_options(spec, out))
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
@@ -265,7 +285,7 @@ class _RollingFile:
         markers.create(self.rel_path, IOType.CREATE)
         self.full = storage.full_path(self.rel_path)
         os.makedirs(os.path.dirname(self.full), exist_ok=True)
-        self.writer = pq.ParquetWriter(self.full, spec.schema, **parquet_options(spec))
+        self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
@@ -282,15 +302,19 @@ class _RollingFile:
             self._write(rows)
 
     def _write(self, rows: pa.Table) -> None:
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec, rows))
         self.writer.write_table(_with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows))
         self.rows += rows.num_rows
 
     def size(self) -> int:
         """Bytes on disk so far (buffered rows not included)."""
-        return os.path.getsize(self.full)
+        return os.path.getsize(self.full) if self.writer is not None else 0
 
     def close(self) -> WriteStat:
         self.flush()
+        if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
+            self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec))
         self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
                                   file_size=os.path.getsize(self.full),

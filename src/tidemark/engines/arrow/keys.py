@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.format.names import DEFAULT_PARTITION
+from tidemark.format.names import DEFAULT_PARTITION, PARTITION_PATH, RECORD_KEY
 
 
 def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -16,7 +16,7 @@ def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     return pc.cast(column, pa.string())
 
 
-def record_key_array(table: pa.Table, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
+def record_key_array(table: pa.Table | pa.RecordBatch, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
     if len(fields) == 1:
         return _as_text(table.column(fields[0]))
     parts = [pc.binary_join_element_wise(f"{name}:", _as_text(table.column(name)), "") for name in fields]
@@ -31,9 +31,11 @@ def null_key_count(table: pa.Table, fields: Sequence[str]) -> int:
     return int(pc.sum(mask).as_py() or 0) if mask is not None else 0
 
 
-def partition_path_array(table: pa.Table, fields: Sequence[str], *, hive_style: bool) -> pa.ChunkedArray | pa.Array:
+def partition_path_array(
+    table: pa.Table | pa.RecordBatch, fields: Sequence[str], *, hive_style: bool
+) -> pa.ChunkedArray | pa.Array:
     if not fields:
-        return pa.array([""] * table.num_rows, pa.string())
+        return pa.repeat(pa.scalar("", pa.string()), table.num_rows)
     parts = []
     for name in fields:
         value = _as_text(table.column(name))
@@ -42,3 +44,21 @@ def partition_path_array(table: pa.Table, fields: Sequence[str], *, hive_style: 
     if len(parts) == 1:
         return parts[0]
     return pc.binary_join_element_wise(*parts, "/")
+
+
+def text_matches_spark(field_type: pa.DataType) -> bool:
+    """Whether Arrow's text form of a value of this type equals Spark's ``cast(x as string)``.
+
+    True for integers and strings; floats, decimals and timestamps are written differently
+    (``1e+10`` vs ``1.0E10``), so keys of those types must come from Spark's expressions.
+    """
+    return pa.types.is_integer(field_type) or pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
+
+
+def with_key_columns(
+    batch: pa.RecordBatch, record_key_fields: Sequence[str], partition_fields: Sequence[str], *, hive_style: bool
+) -> pa.RecordBatch:
+    """``batch`` with ``_hoodie_record_key`` and ``_hoodie_partition_path`` appended."""
+    key = record_key_array(batch, record_key_fields)
+    path = partition_path_array(batch, partition_fields, hive_style=hive_style)
+    return batch.append_column(RECORD_KEY, key).append_column(PARTITION_PATH, path)

@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
 from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
@@ -282,10 +283,23 @@ class SparkWritePipeline:
         return frame.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
 
     def persist(self, frame: DataFrame) -> DataFrame:
-        return frame.persist(StorageLevel.MEMORY_AND_DISK)
+        """``frame`` computed once, at its first use, and kept (memory, then disk) until
+        :meth:`unpersist`.
+
+        A local checkpoint rather than ``persist()``: later steps then plan on a leaf instead
+        of analysing the whole dedup and index join again at every step, which cost about a
+        second of driver time per upsert. The rows can never be computed twice, so the batch's
+        arrival order (dedup) is read once.
+        """
+        return frame.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
 
     def unpersist(self, frame: DataFrame) -> None:
-        frame.unpersist()
+        """Drop the blocks of :meth:`persist` now rather than when the JVM's collector finds them."""
+        plan = frame._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "LogicalRDD":
+            plan.rdd().unpersist(False)
+        else:  # pragma: no cover - a frame persisted some other way
+            frame.unpersist()
 
     def count_existing(self, tagged: DataFrame) -> int:
         return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()).limit(1000).count()
@@ -433,11 +447,26 @@ class SparkWritePipeline:
 
         return [replace(s, log_files_compacted=compacted.get(s.file_id, 0)) for s in stats]
 
+    def _keys_in_tasks(self) -> bool:
+        """Whether the tasks can compute the key and partition path themselves (with Arrow)."""
+        fields = (*self.layout.record_key_fields, *self.layout.partition_fields)
+        return all(text_matches_spark(self.user_schema.field(name).type) for name in fields)
+
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
-        spec = self.spec
+        spec, layout = self.spec, self.layout
+        # Computing the two key columns in the task costs a fraction of handing them over from
+        # the JVM, which is about a fifth of a bulk_insert's time (benchmarks/profile_bulk.py).
+        keys_in_tasks = self._keys_in_tasks()
+        if keys_in_tasks:
+            df = df.drop(RECORD_KEY, PARTITION_PATH)
 
         def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             token, task_partition = _task_token()
+            if keys_in_tasks:
+                batches = (
+                    with_key_columns(b, layout.record_key_fields, layout.partition_fields, hive_style=layout.hive_style)
+                    for b in batches
+                )
             stats = list(write_new_files(spec, batches, token=token, task_partition=task_partition))
             if stats:
                 yield from _stats_table(stats).to_batches()
