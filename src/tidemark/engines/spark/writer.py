@@ -242,6 +242,10 @@ class SparkWritePipeline:
         ordering values, then the last occurrence); other mergers run on the rows of each key,
         shuffled together, in arrival order (:func:`tidemark.merge.dedup_records` in tasks).
         """
+        if not self.layout.partition_fields and PARTITION_PATH in df.columns:
+            # One partition path for all rows: grouping by the key alone shuffles the batch the
+            # way the index join (on the key) needs it, so the join does not shuffle it again.
+            return self.dedup(df.drop(PARTITION_PATH)).withColumn(PARTITION_PATH, F.lit(""))
         keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns]
         if not self.layout.merge.max_by_dedup:
             return self._dedup_with_merger(df, keys)
@@ -344,6 +348,9 @@ class SparkWritePipeline:
                 partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
             existing = self._existing_keys(view, partitions)
             on = [PARTITION_PATH, RECORD_KEY]
+            if not self.layout.partition_fields and existing is not None:
+                on = [RECORD_KEY]  # one partition path: join on the key, as the batch is shuffled
+                existing = existing.drop(PARTITION_PATH)
         else:  # delete without partition columns: look the keys up in every partition
             partitions = view.partitions()
             existing = self._existing_keys(view, None)
