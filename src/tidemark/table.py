@@ -306,7 +306,7 @@ class Table:
 
         def make(spec: Any, schema: pa.Schema, operation: str) -> Any:
             parallelism = wc.bulk_insert_parallelism if operation == "bulk_insert" else wc.upsert_parallelism
-            return SparkWritePipeline(spark, layout, spec, schema, parallelism=parallelism)
+            return SparkWritePipeline(spark, layout, spec, schema, parallelism=parallelism, operation=operation)
 
         return make
 

@@ -140,8 +140,10 @@ class SparkWritePipeline:
         user_schema: pa.Schema,
         *,
         parallelism: int,
+        operation: str = "upsert",
     ) -> None:
         self.spark = spark
+        self.operation = operation
         self.layout = layout
         self.spec = spec
         self.user_schema = user_schema
@@ -221,7 +223,14 @@ class SparkWritePipeline:
         return df
 
     def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
-        """One small job: null keys (rejected) and the partitions the batch touches (for the index)."""
+        """One small job: null keys (rejected) and the partitions the batch touches (for the index).
+
+        A bulk_insert needs neither the partitions nor the row count: when Spark's schema says
+        no key field can be null, there is nothing to check and no job runs.
+        """
+        fields = self.layout.record_key_fields
+        if self.operation == "bulk_insert" and not any(df.schema[name].nullable for name in fields):
+            return
         nulls = F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
         count = F.count(F.lit(1)).alias("rows")
         if PARTITION_PATH in df.columns:
