@@ -182,3 +182,33 @@ def test_a_killed_writer_stays_invisible_and_the_next_write_rolls_it_back(
     assert len(rollbacks) == 1
     assert not any(doomed in info.name for info in storage.walk_files(""))
     assert _visible_rows(storage) == [(1, "a"), (3, "c")]
+
+
+def test_dictionaries_only_for_columns_whose_values_repeat(tmp_path: Path) -> None:
+    """Mostly distinct columns are written plain (no dictionary tried and dropped); repeating ones
+    keep their dictionary; the file reads back the same."""
+    from tidemark.write.file_group import parquet_options
+
+    n = 20_000
+    user = pa.table({
+        "id": pa.array(range(n), pa.int64()),
+        "city": pa.array([["sf", "nyc", "la"][i % 3] for i in range(n)]),
+        "note": pa.array([f"note {i}" for i in range(n)]),
+    })
+    schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(user.schema))
+    spec = WriteSpec(base_path=str(tmp_path), instant_time="20260101000000000", schema=schema,
+                     ordering_fields=(), compression="snappy", max_file_size=1 << 30)
+    options = parquet_options(spec, user)
+    assert set(options["use_dictionary"]) >= {"city", "_hoodie_commit_time", "_hoodie_file_name"}  # type: ignore[arg-type]
+    assert not {"id", "note", RECORD_KEY} & set(options["use_dictionary"])  # type: ignore[arg-type]
+    meta = pa.table({c: pa.array(["x"] * n) for c in META_COLUMNS})
+    rows = pa.Table.from_arrays([*meta.columns, *user.columns], schema=schema)
+    path = tmp_path / "f.parquet"
+    pq.write_table(rows, path, **options)  # type: ignore[arg-type]
+    chunks = pq.ParquetFile(path).metadata.row_group(0)
+    encodings = {chunks.column(i).path_in_schema: chunks.column(i).encodings for i in range(chunks.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["city"])
+    assert not any("DICTIONARY" in e for e in encodings["note"])
+    assert pq.read_table(path).equals(rows)
+    unique = (RECORD_KEY, "_hoodie_commit_seqno")
+    assert parquet_options(spec)["use_dictionary"] == [c for c in schema.names if c not in unique]

@@ -77,20 +77,23 @@ def _repeats_values(column: pa.ChunkedArray) -> bool:
     sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
     if len(sample) == 0 or pa.types.is_nested(sample.type):
         return True  # nothing to judge by: the writer's own fallback decides
-    return 2 * pc.count_distinct(sample, mode="all").as_py() <= len(sample)
+    try:
+        distinct = pc.count_distinct(sample, mode="all").as_py()
+    except pa.ArrowNotImplementedError:  # a type without a hash kernel
+        return True
+    return 2 * distinct <= len(sample)
 
 
 def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, object]:
     """Writer options for a base file; ``rows`` (the first rows to be written, if known) choose
     the columns that get a dictionary."""
     names = spec.schema.names
-    present = set(rows.column_names) if rows is not None else set()
+    dictionary = [n for n in names if n not in _NO_DICTIONARY]
+    if rows is not None:
+        dictionary = [n for n in dictionary if n not in rows.column_names or _repeats_values(rows.column(n))]
     return {
         "compression": _codec(spec.compression),
-        "use_dictionary": [
-            n for n in names
-            if n not in _NO_DICTIONARY and (n not in present or _repeats_values(rows.column(n)))  # type: ignore[union-attr]
-        ],
+        "use_dictionary": dictionary,
         "write_statistics": [n for n in names if n not in _NO_STATISTICS],
     }
 
