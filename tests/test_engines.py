@@ -142,3 +142,37 @@ def test_a_write_leaves_no_cached_blocks_behind(spark: Any, tmp_path: Path) -> N
     t.delete(spark.createDataFrame([(2,)], "id long"))
     assert jsc.getPersistentRDDs().size() == before
     assert sorted(rows_of(t.read().toArrow(), ["id", "v"])) == [(1, "a2"), (3, "c")]
+
+
+def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monkeypatch: Any) -> None:
+    """A few insert buckets are routed by a CASE expression, many by a broadcast join: same result."""
+    from tidemark.engines.spark import writer as spark_writer
+    from tidemark.engines.spark.writer import SparkWritePipeline
+    from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
+    from tidemark.write.file_group import WriteSpec
+    from tidemark.write.plan import InsertBucket
+
+    layout = TableLayout(("id",), ("city",), (), False)
+    spec = WriteSpec(base_path="/nonexistent", instant_time="", schema=pa.schema([]), ordering_fields=(),
+                     compression="snappy", max_file_size=1 << 27)
+    pipeline = SparkWritePipeline(spark, layout, spec, pa.schema([]), parallelism=0)
+    rows = [(str(i), ["sf", "la", "nyc"][i % 3], None) for i in range(3000)]
+    ddl = f"_hoodie_record_key string, _hoodie_partition_path string, {FILE_ID_COLUMN} string"
+    inserts = spark.createDataFrame(rows, ddl)
+    buckets = [
+        InsertBucket("sf", "f-sf-0", None, 0, 0.0, 0.3),
+        InsertBucket("sf", "f-sf-1", "sf/base.parquet", 0, 0.3, 1.0),
+        InsertBucket("la", "f-la-0", None, 0, 0.0, 1.0),  # no bucket for nyc: its rows are dropped
+    ]
+
+    def routed() -> list[tuple[str, str, str]]:
+        out = pipeline.route_inserts(inserts, buckets)
+        return sorted((r[0], r[1], r[2]) for r in out.select("_hoodie_record_key", "_hoodie_partition_path",
+                                                             FILE_ID_COLUMN).collect())
+
+    by_expression = routed()
+    monkeypatch.setattr(spark_writer, "ROUTE_BY_EXPRESSION", 0)
+    by_join = routed()
+    assert by_expression == by_join
+    assert {fid for _, _, fid in by_join} == {"f-sf-0", "f-sf-1", "f-la-0"}
+    assert len(by_join) == 2000

@@ -42,6 +42,8 @@ _HASH = "_tm_hash"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
+# Up to this many insert buckets, inserts are routed by an expression rather than a join.
+ROUTE_BY_EXPRESSION = 64
 
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
@@ -395,11 +397,24 @@ class SparkWritePipeline:
         return {r[0]: r[1] for r in inserts.groupBy(PARTITION_PATH).count().collect()}
 
     def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
-        rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
-        ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
+        """Each insert's file group: the bucket whose hash range holds its key's hash.
+
+        A few buckets become one ``CASE`` expression (no join, no extra job); many are joined
+        as a broadcast table of ranges.
+        """
         hashed = inserts.drop(FILE_ID_COLUMN).withColumn(
             _HASH, F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
         )
+        if len(buckets) <= ROUTE_BY_EXPRESSION:
+            pp, h = F.col(PARTITION_PATH), F.col(_HASH)
+            file_id = F.lit(None).cast("string")
+            for i, b in enumerate(buckets):
+                cond = (pp == b.partition_path) & (h >= b.low) & (h < b.high)
+                file_id = F.when(cond, b.file_id) if i == 0 else file_id.when(cond, b.file_id)
+            # A row that no bucket takes is dropped, as the join drops it.
+            return hashed.withColumn(FILE_ID_COLUMN, file_id).filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
+        rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
+        ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
         cond = (
             (hashed[PARTITION_PATH] == ranges["_b_pp"])
             & (hashed[_HASH] >= ranges["_b_low"])
