@@ -27,22 +27,12 @@ import bench_write as bw  # noqa: E402
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
-    p.add_argument("--rows-per-file", type=int, default=250_000)
-    p.add_argument("--repeat", type=int, default=9, help="runs per side and size, the first one dropped")
-    p.add_argument("--work-dir", default="/tmp/tidemark-bench-bulk-repeat")
-    p.add_argument("--tidemark-ref", metavar="GIT_REF")
-    args = p.parse_args()
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    os.makedirs(args.work_dir)
-    pinned = bw.pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
-    spark = bw.start_spark(argparse.Namespace(shuffle_partitions=8, driver_memory="6g"),
-                           os.path.join(args.work_dir, "eventlog"))
+    args = bw.profile_parser(__doc__, rows=[1_000_000, 5_000_000], repeat=9, work_dir="/tmp/tidemark-bench-bulk-repeat",
+                             repeat_help="runs per side and size, the first one dropped").parse_args()
+    spark = bw.start_profile(args)
     try:
         import tidemark
 
-        print(f"tidemark: {bw.tidemark_source(pinned)}")
         print(f"{'rows':>10} {'side':<9} {'wall s':>7} {'CPU s':>7}   runs (first dropped)")
         for n in args.rows:
             run_size(spark, tidemark, n, args)
@@ -53,8 +43,7 @@ def main() -> int:
 
 
 def run_size(spark, tidemark, n: int, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
-    source = bw.spark_rows(spark.range(0, n, 1, -(-n // args.rows_per_file)), 0).cache()
-    source.count()
+    source = bw.cached_rows(spark, n, args.rows_per_file)
     tm_dir, raw_dir = os.path.join(args.work_dir, "tm"), os.path.join(args.work_dir, "raw")
 
     def tm() -> None:

@@ -441,6 +441,40 @@ def start_spark(args: argparse.Namespace, event_dir: str):  # type: ignore[no-un
     return spark
 
 
+def profile_parser(doc: str | None, *, rows: int | list[int], repeat: int, work_dir: str,
+                   repeat_help: str | None = None) -> argparse.ArgumentParser:
+    """The options the bulk profiling scripts share (sizes, repeats, work dir, pinned tidemark)."""
+    p = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    if isinstance(rows, list):
+        p.add_argument("--rows", type=int, nargs="+", default=rows)
+    else:
+        p.add_argument("--rows", type=int, default=rows)
+    p.add_argument("--rows-per-file", type=int, default=250_000)
+    p.add_argument("--repeat", type=int, default=repeat, help=repeat_help)
+    p.add_argument("--work-dir", default=work_dir)
+    p.add_argument("--tidemark-ref", metavar="GIT_REF")
+    return p
+
+
+def start_profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """A fresh ``--work-dir``, tidemark pinned to ``--tidemark-ref`` if given, and this suite's
+    SparkSession; prints which tidemark is measured."""
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    os.makedirs(args.work_dir)
+    pinned = pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
+    spark = start_spark(argparse.Namespace(shuffle_partitions=8, driver_memory="6g"),
+                        os.path.join(args.work_dir, "eventlog"))
+    print(f"tidemark: {tidemark_source(pinned)}")
+    return spark
+
+
+def cached_rows(spark, n: int, rows_per_file: int):  # type: ignore[no-untyped-def]
+    """The suite's N input rows, one Spark partition per ``rows_per_file``, cached and counted."""
+    source = spark_rows(spark.range(0, n, 1, -(-n // rows_per_file)), 0).cache()
+    source.count()
+    return source
+
+
 def check(what: str, got: tuple[int, float, int], want: tuple[int, float, int]) -> None:
     if got[0] != want[0] or got[2] != want[2] or not math.isclose(got[1], want[1], rel_tol=1e-9):
         raise AssertionError(f"{what}: got (rows, sum(amount), updated) = {got}, expected {want}")

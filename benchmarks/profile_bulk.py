@@ -17,7 +17,6 @@ step runs ``--repeat`` times, median reported:
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -31,18 +30,8 @@ import bench_write as bw  # noqa: E402
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=5_000_000)
-    p.add_argument("--rows-per-file", type=int, default=250_000)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--work-dir", default="/tmp/tidemark-bench-bulk")
-    p.add_argument("--tidemark-ref", metavar="GIT_REF")
-    args = p.parse_args()
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    os.makedirs(args.work_dir)
-    pinned = bw.pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
-    ns = argparse.Namespace(shuffle_partitions=8, driver_memory="6g")
-    spark = bw.start_spark(ns, os.path.join(args.work_dir, "eventlog"))
+    args = bw.profile_parser(__doc__, rows=5_000_000, repeat=3, work_dir="/tmp/tidemark-bench-bulk").parse_args()
+    spark = bw.start_profile(args)
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -50,10 +39,8 @@ def main() -> int:
 
         import tidemark
 
-        print(f"tidemark: {bw.tidemark_source(pinned)}")
         n, files = args.rows, -(-args.rows // args.rows_per_file)
-        source = bw.spark_rows(spark.range(0, n, 1, files), 0).cache()
-        source.count()
+        source = bw.cached_rows(spark, n, args.rows_per_file)
         keyed = source.withColumn("_hoodie_record_key", F.col("id").cast("string")) \
             .withColumn("_hoodie_partition_path", F.lit(""))
         out_dir = os.path.join(args.work_dir, "out")

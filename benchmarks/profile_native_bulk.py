@@ -27,7 +27,6 @@ of the whole process tree (driver, JVM, Python workers) and the 1-minute load av
 
 from __future__ import annotations
 
-import argparse
 import glob
 import os
 import shutil
@@ -101,27 +100,15 @@ def jvm_meta_write(source, table_dir: str, *, all_meta: bool, cheapest: bool = F
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 5_000_000])
-    p.add_argument("--rows-per-file", type=int, default=250_000)
-    p.add_argument("--repeat", type=int, default=3)
-    p.add_argument("--work-dir", default="/tmp/tidemark-bench-native")
-    p.add_argument("--tidemark-ref", metavar="GIT_REF")
-    args = p.parse_args()
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    os.makedirs(args.work_dir)
-    pinned = bw.pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
-    ns = argparse.Namespace(shuffle_partitions=8, driver_memory="6g")
-    spark = bw.start_spark(ns, os.path.join(args.work_dir, "eventlog"))
+    args = bw.profile_parser(__doc__, rows=[1_000_000, 5_000_000], repeat=3,
+                             work_dir="/tmp/tidemark-bench-native").parse_args()
+    spark = bw.start_profile(args)
     try:
         import tidemark
 
-        print(f"tidemark: {bw.tidemark_source(pinned)}")
         out_dir = os.path.join(args.work_dir, "out")
         for n in args.rows:
-            files = -(-n // args.rows_per_file)
-            source = bw.spark_rows(spark.range(0, n, 1, files), 0).cache()
-            source.count()
+            source = bw.cached_rows(spark, n, args.rows_per_file)
 
             def tm_bulk() -> None:
                 tidemark.Table.create(out_dir, spark=spark, record_key="id", ordering_field="updated_at") \
@@ -153,6 +140,7 @@ def main() -> int:
                 loads.append(os.getloadavg()[0])
             source.unpersist()
             raw = statistics.median(walls["raw"])
+            files = -(-n // args.rows_per_file)
             print(f"\n{n:,} rows in {files} cached partitions; median of {args.repeat}; load avg "
                   f"{min(loads):.1f}-{max(loads):.1f}")
             print(f"{'step':<10} {'wall s':>7} {'/raw':>6} {'CPU s':>7} {'MB':>6}   runs")
