@@ -18,7 +18,6 @@ import os
 import shutil
 import statistics
 import sys
-import time
 from collections.abc import Callable
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -29,16 +28,12 @@ import bench_write as bw  # noqa: E402
 def main() -> int:
     args = bw.profile_parser(__doc__, rows=[1_000_000, 5_000_000], repeat=9, work_dir="/tmp/tidemark-bench-bulk-repeat",
                              repeat_help="runs per side and size, the first one dropped").parse_args()
-    spark = bw.start_profile(args)
-    try:
+    with bw.profile_session(args) as spark:
         import tidemark
 
         print(f"{'rows':>10} {'side':<9} {'wall s':>7} {'CPU s':>7}   runs (first dropped)")
         for n in args.rows:
             run_size(spark, tidemark, n, args)
-    finally:
-        spark.stop()
-        shutil.rmtree(args.work_dir, ignore_errors=True)
     return 0
 
 
@@ -59,11 +54,9 @@ def run_size(spark, tidemark, n: int, args: argparse.Namespace) -> None:  # type
     cpus: dict[str, list[float]] = {s: [] for s in sides}
     for rep in range(args.repeat):
         for side in (["tidemark", "raw"] if rep % 2 == 0 else ["raw", "tidemark"]):
-            cpu0 = bw.tree_cpu_seconds()[0]
-            start = time.time()
-            sides[side]()
-            walls[side].append(time.time() - start)
-            cpus[side].append(bw.tree_cpu_seconds()[0] - cpu0)
+            wall, cpu = bw.timed_call(sides[side])
+            walls[side].append(wall)
+            cpus[side].append(cpu)
     med = {s: (statistics.median(walls[s][1:]), statistics.median(cpus[s][1:])) for s in sides}
     for side in sides:
         print(f"{n:>10,} {side:<9} {med[side][0]:7.2f} {med[side][1]:7.1f}   "

@@ -456,16 +456,29 @@ def profile_parser(doc: str | None, *, rows: int | list[int], repeat: int, work_
     return p
 
 
-def start_profile(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+@contextlib.contextmanager
+def profile_session(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """A fresh ``--work-dir``, tidemark pinned to ``--tidemark-ref`` if given, and this suite's
-    SparkSession; prints which tidemark is measured."""
+    SparkSession (prints which tidemark is measured); stops Spark and removes the work dir after."""
     shutil.rmtree(args.work_dir, ignore_errors=True)
     os.makedirs(args.work_dir)
     pinned = pin_tidemark(args.tidemark_ref, os.path.join(args.work_dir, "tidemark")) if args.tidemark_ref else None
     spark = start_spark(argparse.Namespace(shuffle_partitions=8, driver_memory="6g"),
                         os.path.join(args.work_dir, "eventlog"))
-    print(f"tidemark: {tidemark_source(pinned)}")
-    return spark
+    try:
+        print(f"tidemark: {tidemark_source(pinned)}")
+        yield spark
+    finally:
+        spark.stop()
+        shutil.rmtree(args.work_dir, ignore_errors=True)
+
+
+def timed_call(fn: Callable[[], object]) -> tuple[float, float]:
+    """Wall seconds and process-tree CPU seconds of one call of ``fn``."""
+    cpu0 = tree_cpu_seconds()[0]
+    start = time.time()
+    fn()
+    return time.time() - start, tree_cpu_seconds()[0] - cpu0
 
 
 def cached_rows(spark, n: int, rows_per_file: int):  # type: ignore[no-untyped-def]

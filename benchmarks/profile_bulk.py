@@ -21,7 +21,6 @@ import os
 import shutil
 import statistics
 import sys
-import time
 from collections.abc import Callable, Iterator
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -31,8 +30,7 @@ import bench_write as bw  # noqa: E402
 
 def main() -> int:
     args = bw.profile_parser(__doc__, rows=5_000_000, repeat=3, work_dir="/tmp/tidemark-bench-bulk").parse_args()
-    spark = bw.start_profile(args)
-    try:
+    with bw.profile_session(args) as spark:
         import pyarrow as pa
         import pyarrow.parquet as pq
         from pyspark.sql import functions as F
@@ -85,16 +83,11 @@ def main() -> int:
             walls, cpus = [], []
             for _ in range(args.repeat):
                 shutil.rmtree(out_dir, ignore_errors=True)
-                c0, _pids = bw.tree_cpu_seconds()
-                t0 = time.time()
-                fn()
-                walls.append(time.time() - t0)
-                cpus.append(bw.tree_cpu_seconds()[0] - c0)
+                wall, cpu = bw.timed_call(fn)
+                walls.append(wall)
+                cpus.append(cpu)
             print(f"{name:<32} {statistics.median(walls):7.2f} {statistics.median(cpus):7.1f}   "
                   + ", ".join(f"{w:.2f}" for w in walls), flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(args.work_dir, ignore_errors=True)
     return 0
 
 

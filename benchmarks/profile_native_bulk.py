@@ -32,7 +32,6 @@ import os
 import shutil
 import statistics
 import sys
-import time
 import uuid
 from collections.abc import Callable
 
@@ -102,8 +101,7 @@ def jvm_meta_write(source, table_dir: str, *, all_meta: bool, cheapest: bool = F
 def main() -> int:
     args = bw.profile_parser(__doc__, rows=[1_000_000, 5_000_000], repeat=3,
                              work_dir="/tmp/tidemark-bench-native").parse_args()
-    spark = bw.start_profile(args)
-    try:
+    with bw.profile_session(args) as spark:
         import tidemark
 
         out_dir = os.path.join(args.work_dir, "out")
@@ -129,13 +127,10 @@ def main() -> int:
                 order = list(steps) if round_ % 2 else list(reversed(steps))
                 for name in order:
                     shutil.rmtree(out_dir, ignore_errors=True)
-                    c0, _pids = bw.tree_cpu_seconds()
-                    t0 = time.time()
-                    steps[name]()
-                    wall = time.time() - t0
+                    wall, cpu = bw.timed_call(steps[name])
                     if round_:
                         walls[name].append(wall)
-                        cpus[name].append(bw.tree_cpu_seconds()[0] - c0)
+                        cpus[name].append(cpu)
                     sizes[name] = sum(os.path.getsize(f) for f in glob.glob(os.path.join(out_dir, "*.parquet")))
                 loads.append(os.getloadavg()[0])
             source.unpersist()
@@ -148,9 +143,6 @@ def main() -> int:
                 wall = statistics.median(walls[name])
                 print(f"{name:<10} {wall:7.2f} {wall / raw:5.2f}x {statistics.median(cpus[name]):7.1f} "
                       f"{sizes[name] / 1e6:6.0f}   " + ", ".join(f"{w:.2f}" for w in walls[name]), flush=True)
-    finally:
-        spark.stop()
-        shutil.rmtree(args.work_dir, ignore_errors=True)
     return 0
 
 
