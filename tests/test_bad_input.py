@@ -78,6 +78,35 @@ def test_null_key_error_counts_the_records(spark: Any, table: Table) -> None:
     assert info.value.fields == ["id"]
 
 
+@pytest.mark.parametrize("operation", ["upsert", "insert", "insert_overwrite", "delete"])
+def test_null_keys_found_with_the_tagged_batch_change_nothing(
+    spark: Any, tmp_path: Path, operation: str, monkeypatch: Any
+) -> None:
+    """A non-partitioned table and a batch whose size Spark's plan knows: the null-key check runs
+    with the count of the tagged batch, after the dedup and the index lookup but before anything
+    is written. The error still counts every null-key record of the batch as it arrived."""
+    import pandas as pd
+
+    from tidemark.engines.spark.writer import SparkWritePipeline
+
+    t = Table.create(str(tmp_path / "t"), spark=spark, record_key="id", ordering_field="ts")
+    t.upsert(spark.createDataFrame([(1, "sf", 1, "a"), (2, "nyc", 1, "b")], SCHEMA))
+    deferred: list[bool] = []
+    decide = SparkWritePipeline._can_defer_key_check
+    monkeypatch.setattr(
+        SparkWritePipeline, "_can_defer_key_check", lambda self, df: deferred.append(decide(self, df)) or deferred[-1]
+    )
+    before_rows, before_disk = rows_of(t.read(), COLS), _snapshot_of_disk(t.path)
+    frame = pd.DataFrame({"id": [None, 3, None, 1], "city": ["sf"] * 4, "ts": [1, 1, 2, 5], "v": ["x", "y", "z", "w"]})
+    batch = spark.createDataFrame(frame.astype({"id": "Int32"}), SCHEMA)
+    with pytest.raises(NullRecordKeyError) as info:
+        getattr(t, operation)(batch.select("id", "city") if operation == "delete" else batch)
+    assert deferred == [True]  # the check did wait for the tagged batch
+    assert info.value.count == 2  # both, though the dedup keeps one record per (null) key
+    assert rows_of(t.read(), COLS) == before_rows
+    assert _snapshot_of_disk(t.path) == before_disk
+
+
 def test_delete_with_null_key_changes_nothing(spark: Any, table: Table) -> None:
     before = _snapshot_of_disk(table.path)
     with pytest.raises(NullRecordKeyError):

@@ -538,6 +538,14 @@ def test_a_crashed_writers_markers_stop_blocking_once_its_heartbeat_expired(
     else:
         assert beat_age > 1200
     assert b_out["status"] == "committed"
+    if dead_instant in {i.requested_time for i in Timeline.load(storage)}:
+        # B's start (which rolls back expired writes) came just before the heartbeat expired and
+        # its marker check just after: B ignored the dead markers and left the rollback to the
+        # next writer or clean. That one must roll it back now, and never while it looked alive.
+        assert beat_age > 1200
+        cleaner = tidemark.Table.open(table.path, spark=None, options=opts)
+        assert [r.rolled_back.requested_time for r in cleaner.rollback_failed_writes()] == [dead_instant]
+        cleaner.close()
     assert dead_instant not in {i.requested_time for i in Timeline.load(storage)}  # rolled back lazily
     assert visible(table) == model(([8], "b"))
 

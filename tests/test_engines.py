@@ -176,3 +176,39 @@ def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monke
     assert by_expression == by_join
     assert {fid for _, _, fid in by_join} == {"f-sf-0", "f-sf-1", "f-la-0"}
     assert len(by_join) == 2000
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_index_lookup_gives_the_same_tags_broadcast_or_shuffled(
+    spark: Any, tmp_path: Path, monkeypatch: Any, partitioned: bool
+) -> None:
+    """A small batch is looked up with broadcasts only (its keys, then the table's matching keys);
+    a large one by a shuffled join. Batches with a size Spark's plan tells (pandas) and without
+    (a Python list) take the first way; both ways give the same table, hudi-rs agrees."""
+    import pandas as pd
+
+    from tidemark.engines.spark import writer as spark_writer
+
+    rows = [(i, ["sf", "la"][i % 2], 1, f"v{i}") for i in range(40)]
+    update = [(i, ["sf", "la"][i % 2], 2, f"u{i}") for i in range(30, 50)] + [(31, "la", 3, "dup")]
+    schema = "id long, city string, ts long, v string"
+    kwargs: dict[str, Any] = {"record_key": "id", "ordering_field": "ts"}
+    if partitioned:
+        kwargs["partition_by"] = "city"
+
+    def run(name: str, batch: Any) -> list[tuple[Any, ...]]:
+        t = tidemark.Table.create(str(tmp_path / name), spark=spark, **kwargs)
+        t.bulk_insert(spark.createDataFrame(rows, schema))
+        result = t.upsert(batch)
+        assert (result.num_inserts, result.num_updates) == (10, 10)
+        got = sorted(rows_of(t.read().toArrow(), ["id", "city", "ts", "v"]))
+        assert sorted(rows_of(hudi_rs_read(t.path), ["id", "city", "ts", "v"])) == got
+        return got
+
+    listed = run("listed", spark.createDataFrame(update, schema))
+    sized = run("sized", spark.createDataFrame(pd.DataFrame(update, columns=COLS), schema))
+    monkeypatch.setattr(spark_writer, "BROADCAST_BATCH_KEYS", 0)
+    monkeypatch.setattr(spark_writer, "BROADCAST_BATCH_KEY_BYTES", 0)
+    shuffled = run("shuffled", spark.createDataFrame(update, schema))
+    expected = sorted([r for r in rows if r[0] < 30] + [r for r in update if r[0] != 31] + [(31, "la", 3, "dup")])
+    assert listed == sized == shuffled == expected

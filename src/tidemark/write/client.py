@@ -38,7 +38,7 @@ from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
 from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets, new_bucket_salt
 from tidemark.write.commit import CommitProtocol, PendingWrite
-from tidemark.write.engine import Frame, WritePipeline
+from tidemark.write.engine import Frame, WorkloadProfile, WritePipeline
 from tidemark.write.file_group import WriteSpec
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
@@ -207,6 +207,7 @@ class WriteClient:
             frame, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
         )
         persisted: list[Frame] = []
+        profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
         try:
             tagged: Frame | None
             if self.bucket is not None:
@@ -225,8 +226,9 @@ class WriteClient:
                 tagged = pipeline.untagged(batch) if operation == "insert_overwrite" else pipeline.tag(batch, view)
                 tagged = pipeline.persist(tagged)
                 persisted.append(tagged)
+                profile = pipeline.profile(tagged)  # computes the tagged batch; may reject null keys
                 if operation == "insert":
-                    tagged = self._apply_dup_policy(pipeline, tagged)
+                    tagged = self._apply_dup_policy(pipeline, tagged, profile)
 
             pending = protocol.start(op_name, action)
             pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
@@ -238,7 +240,7 @@ class WriteClient:
                             protocol.inflight(pending)
                             stats = pipeline.write_bulk(batch)
                         else:
-                            stats, replaced = self._write_tagged(operation, pipeline, tagged, view, pending)
+                            stats, replaced = self._write_tagged(operation, pipeline, tagged, profile, view, pending)
                         if server is not None:
                             server.final_check()
                     except Exception as failure:
@@ -275,7 +277,8 @@ class WriteClient:
         )
         if operation == "insert" and self.config.insert_dup_policy != "none":
             # drop / fail need to know which keys exist: the one case that looks keys up.
-            batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
+            looked_up = pipeline.tag(batch, view)
+            batch = self._apply_dup_policy(pipeline, looked_up, pipeline.profile(looked_up))
         return pipeline.tag_buckets(batch, view, assignment)
 
     def _ensure_file_groups(
@@ -301,14 +304,14 @@ class WriteClient:
             )
         return view
 
-    def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame) -> Frame:
+    def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame, profile: WorkloadProfile) -> Frame:
         from tidemark.errors import InvalidInputError
 
         policy = self.config.insert_dup_policy
         if policy == "drop":
             return pipeline.only_new(tagged)
         if policy == "fail":
-            found = pipeline.count_existing(tagged)
+            found = profile.existing
             if found:
                 raise InvalidInputError(
                     f"{found} record(s) of the insert already exist in the table and "
@@ -330,9 +333,8 @@ class WriteClient:
         return self.config.record_size_estimate
 
     def _plan_inserts(
-        self, pipeline: WritePipeline, inserts: Frame, view: FileSystemView, *, use_small_files: bool
+        self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool
     ) -> list[InsertBucket]:
-        counts = pipeline.insert_counts(inserts)
         small: dict[str, list[SmallFile]] = {}
         if use_small_files and self.config.small_file_limit > 0:
             for base in view.latest_base_files(counts):
@@ -343,7 +345,13 @@ class WriteClient:
         )
 
     def _write_tagged(
-        self, operation: str, pipeline: WritePipeline, tagged: Frame, view: FileSystemView, pending: PendingWrite
+        self,
+        operation: str,
+        pipeline: WritePipeline,
+        tagged: Frame,
+        profile: WorkloadProfile | None,
+        view: FileSystemView,
+        pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
         base_files = {(g.partition_path, g.file_id): g.latest.path for g in view.file_groups()}
         replaced: dict[str, list[str]] = {}
@@ -359,7 +367,8 @@ class WriteClient:
         # Merge-on-read: inserts always start new file groups (base files), so every key stays
         # findable from base files alone and existing groups only ever get logs appended.
         small_files = operation != "insert_overwrite" and not self.merge_on_read
-        buckets = self._plan_inserts(pipeline, inserts, view, use_small_files=small_files)
+        assert profile is not None  # the simple index profiles every tagged batch
+        buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files)
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file

@@ -39,6 +39,14 @@ class TableLayout:
     bucket: BucketSpec | None = None  # bucket index (None: simple index)
 
 
+@dataclass(frozen=True)
+class WorkloadProfile:
+    """What a tagged batch holds, counted in one pass before the instant is requested."""
+
+    inserts: Mapping[str, int]  # rows of new keys, per partition path
+    existing: int  # rows whose key is already in the table
+
+
 class WritePipeline(Protocol):
     spec: WriteSpec
     marker_server_host: str  # where the engine's tasks can reach a server in this process
@@ -70,7 +78,13 @@ class WritePipeline(Protocol):
 
     def unpersist(self, frame: Frame) -> None: ...
 
-    def count_existing(self, tagged: Frame) -> int: ...
+    def profile(self, tagged: Frame) -> WorkloadProfile:
+        """Count the tagged batch's new keys per partition and its existing keys.
+
+        Raises NullRecordKeyError if :meth:`prepare` left the null-key check to this pass; a
+        write runs it before anything is written.
+        """
+        ...
 
     def only_new(self, tagged: Frame) -> Frame: ...
 

@@ -21,7 +21,7 @@ from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECOR
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
 from tidemark.write.bucket import BucketAssignment
-from tidemark.write.engine import FILE_ID_COLUMN
+from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
@@ -79,8 +79,10 @@ class ArrowWritePipeline:
     def unpersist(self, frame: pa.Table) -> None:
         return None
 
-    def count_existing(self, tagged: pa.Table) -> int:
-        return int(pc.sum(pc.is_valid(tagged.column(FILE_ID_COLUMN))).as_py() or 0)
+    def profile(self, tagged: pa.Table) -> WorkloadProfile:
+        # Null keys were rejected by prepare(): this engine has the whole batch in memory.
+        existing = int(pc.sum(pc.is_valid(tagged.column(FILE_ID_COLUMN))).as_py() or 0)
+        return WorkloadProfile(inserts=self.insert_counts(self.only_new(tagged)), existing=existing)
 
     def only_new(self, tagged: pa.Table) -> pa.Table:
         return tagged.filter(pc.is_null(tagged.column(FILE_ID_COLUMN)))

@@ -32,7 +32,7 @@ from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECOR
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, RecordMerger, dedup_records
 from tidemark.write.bucket import BucketAssignment
-from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
+from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
@@ -42,6 +42,9 @@ _HASH = "_tm_hash"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
+# Without a count, a batch whose keys Spark's plan estimates at most this size is broadcast. Kept
+# low because the estimate of a parquet source is its compressed size.
+BROADCAST_BATCH_KEY_BYTES = 16 << 20
 # Up to this many insert buckets, inserts are routed by an expression rather than a join.
 ROUTE_BY_EXPRESSION = 64
 
@@ -114,6 +117,13 @@ def _stat_from_row(row: object) -> WriteStat:
     )
 
 
+def _estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of ``frame``'s size (None where the plan cannot tell, as for a Python list
+    or an RDD, which Spark sizes at its huge default)."""
+    size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    return size if size < (1 << 60) else None
+
+
 def _task_token() -> tuple[str, int]:
     from pyspark import TaskContext
 
@@ -151,6 +161,9 @@ class SparkWritePipeline:
         self.user_schema = user_schema
         self.batch_partitions: list[str] | None = None  # found by prepare()
         self.batch_rows: int | None = None
+        self.batch_key_bytes: int | None = None  # Spark's estimate, when the batch is not counted
+        self._arrived: DataFrame | None = None  # the prepared batch, before dedup
+        self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self.parallelism = parallelism
         conf = spark.sparkContext.getConf()
         local = (conf.get("spark.master") or "local").startswith("local")
@@ -165,6 +178,8 @@ class SparkWritePipeline:
         A task that stopped at an early conflict fails the job; its EarlyConflictError comes
         back to the driver as text inside Spark's error and is raised again here, typed.
         """
+        if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
+            raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
         sc = self.spark.sparkContext
         keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
         saved = {key: sc.getLocalProperty(key) for key in keys}  # the caller's own job group, if any
@@ -222,16 +237,23 @@ class SparkWritePipeline:
                 partition_path_column(layout.partition_fields, hive_style=layout.hive_style),
             )
         self._check_keys_and_find_partitions(df)
+        self._arrived = df
         return df
 
     def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
         """One small job: null keys (rejected) and the partitions the batch touches (for the index).
 
-        A bulk_insert needs neither the partitions nor the row count: when Spark's schema says
-        no key field can be null, there is nothing to check and no job runs.
+        The job runs only where something before the index needs its answer. A bulk_insert needs
+        neither the partitions nor the row count: when Spark's schema says no key field can be
+        null, there is nothing to check. A write into a non-partitioned table whose batch size
+        Spark's plan already tells leaves the null-key check to :meth:`profile`, which counts the
+        tagged batch anyway: one job fewer before the instant is requested.
         """
         fields = self.layout.record_key_fields
         if self.operation == "bulk_insert" and not any(df.schema[name].nullable for name in fields):
+            return
+        if self._can_defer_key_check(df):
+            self._unchecked = df
             return
         nulls = F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
         count = F.count(F.lit(1)).alias("rows")
@@ -245,6 +267,38 @@ class SparkWritePipeline:
         null_count = sum(r["nulls"] or 0 for r in rows)
         if null_count:
             raise NullRecordKeyError(self.layout.record_key_fields, null_count)
+
+    def _can_defer_key_check(self, df: DataFrame) -> bool:
+        """Whether the null-key check can wait for :meth:`profile`: the index must not need the
+        batch's partitions (a partitioned table's simple index does) nor its counted size, and
+        the batch dedup and index must handle null keys harmlessly (max_by dedup, simple index)."""
+        layout = self.layout
+        if self.operation == "bulk_insert" or layout.bucket is not None or not layout.merge.max_by_dedup:
+            return False
+        if layout.partition_fields and PARTITION_PATH in df.columns:
+            return False
+        self.batch_key_bytes = _estimated_bytes(df.select(RECORD_KEY))
+        return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
+
+    def profile(self, tagged: DataFrame) -> WorkloadProfile:
+        """One job over the tagged batch: new keys per partition, existing keys, and the null-key
+        check if :meth:`prepare` left it here (then with the exact count of the undeduplicated
+        batch in the error)."""
+        new = F.col(FILE_ID_COLUMN).isNull().alias("new")
+        aggs = [F.count(F.lit(1)).alias("rows")]
+        unchecked = self._unchecked
+        if unchecked is not None:
+            aggs.append(F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls"))
+        rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
+        if unchecked is not None:
+            if any(r["nulls"] for r in rows):
+                null_count = unchecked.filter(null_key_condition(self.layout.record_key_fields)).count()
+                raise NullRecordKeyError(self.layout.record_key_fields, null_count)
+            self._unchecked = None
+        return WorkloadProfile(
+            inserts={r[PARTITION_PATH]: r["rows"] for r in rows if r["new"]},
+            existing=sum(r["rows"] for r in rows if not r["new"]),
+        )
 
     def dedup(self, df: DataFrame) -> DataFrame:
         """One record per key, merged with the table's merger.
@@ -316,9 +370,6 @@ class SparkWritePipeline:
         else:  # pragma: no cover - a frame persisted some other way
             frame.unpersist()
 
-    def count_existing(self, tagged: DataFrame) -> int:
-        return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()).limit(1000).count()
-
     def only_new(self, tagged: DataFrame) -> DataFrame:
         return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
 
@@ -355,7 +406,9 @@ class SparkWritePipeline:
         """Add the file id of the current location of each key (null for new keys)."""
         if PARTITION_PATH in df.columns:
             partitions = self.batch_partitions
-            if partitions is None:
+            if partitions is None and not self.layout.partition_fields:
+                partitions = [""]  # a non-partitioned table's one partition path
+            elif partitions is None:
                 partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
             existing = self._existing_keys(view, partitions)
             on = [PARTITION_PATH, RECORD_KEY]
@@ -371,11 +424,21 @@ class SparkWritePipeline:
             if PARTITION_PATH not in tagged.columns:
                 tagged = tagged.withColumn(PARTITION_PATH, F.lit(None).cast("string"))
             return tagged
-        if self.batch_rows is not None and self.batch_rows <= BROADCAST_BATCH_KEYS:
+        if self._small_batch():
             # Keep only the table's keys that the batch has, map-side against the broadcast batch
-            # keys: the table's keys are then never shuffled, only the few that match.
-            existing = existing.join(F.broadcast(df.select(*on)), on=on, how="left_semi")
+            # keys (as they arrived: duplicates do no harm, and Spark need not shuffle them to
+            # take them distinct). What is left is at most one row per batch key, broadcast in
+            # turn: neither the table's keys nor the batch are shuffled for the lookup.
+            arrived = self._arrived if self._arrived is not None else df
+            existing = existing.join(F.broadcast(arrived.select(*on)), on=on, how="left_semi")
+            return df.join(F.broadcast(existing), on=on, how="left")
         return df.join(existing, on=on, how="left")
+
+    def _small_batch(self) -> bool:
+        """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
+        if self.batch_rows is not None:
+            return self.batch_rows <= BROADCAST_BATCH_KEYS
+        return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
 
     def tag_buckets(self, df: DataFrame, view: FileSystemView, assignment: BucketAssignment) -> DataFrame:
         """Every row's file id from its key's bucket, computed in the tasks: no join, no lookup."""
