@@ -183,7 +183,7 @@ def test_index_lookup_gives_the_same_tags_broadcast_or_shuffled(
     spark: Any, tmp_path: Path, monkeypatch: Any, partitioned: bool
 ) -> None:
     """A small batch is looked up with broadcasts only (its keys, then the table's matching keys);
-    a large one by a shuffled join. Batches with a size Spark's plan tells (pandas) and without
+    a larger one has the matching keys shuffled to it, a large one is joined with all of them. Batches with a size Spark's plan tells (pandas) and without
     (a Python list) take the first way; both ways give the same table, hudi-rs agrees."""
     import pandas as pd
 
@@ -207,8 +207,10 @@ def test_index_lookup_gives_the_same_tags_broadcast_or_shuffled(
 
     listed = run("listed", spark.createDataFrame(update, schema))
     sized = run("sized", spark.createDataFrame(pd.DataFrame(update, columns=COLS), schema))
+    monkeypatch.setattr(spark_writer, "BROADCAST_MATCHED_KEYS", 0)
+    half = run("half", spark.createDataFrame(update, schema))  # the matched keys are shuffled
     monkeypatch.setattr(spark_writer, "BROADCAST_BATCH_KEYS", 0)
     monkeypatch.setattr(spark_writer, "BROADCAST_BATCH_KEY_BYTES", 0)
     shuffled = run("shuffled", spark.createDataFrame(update, schema))
     expected = sorted([r for r in rows if r[0] < 30] + [r for r in update if r[0] != 31] + [(31, "la", 3, "dup")])
-    assert listed == sized == shuffled == expected
+    assert listed == sized == half == shuffled == expected

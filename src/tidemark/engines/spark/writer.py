@@ -42,6 +42,8 @@ _HASH = "_tm_hash"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
+# Batches up to this many rows also have the table's keys that match them broadcast.
+BROADCAST_MATCHED_KEYS = 500_000
 # Without a count, a batch whose keys Spark's plan estimates at most this size is broadcast. Kept
 # low because the estimate of a parquet source is its compressed size.
 BROADCAST_BATCH_KEY_BYTES = 16 << 20
@@ -221,21 +223,23 @@ class SparkWritePipeline:
         else:
             require_columns("partition", layout.partition_fields, df.columns)
             plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
-            for name, target in plan.casts.items():
-                df = df.withColumn(name, F.col(name).cast(spark_schema_of(pa.schema([(name, target)]))[0].dataType))
+            # One projection per step: every DataFrame Spark builds is analysed again on the driver.
+            aligned = {
+                name: F.col(name).cast(spark_schema_of(pa.schema([(name, target)]))[0].dataType)
+                for name, target in plan.casts.items()
+            }
             for name in plan.missing:
                 field_type = spark_schema_of(pa.schema([self.user_schema.field(name)]))[0].dataType
-                df = df.withColumn(name, F.lit(None).cast(field_type))
+                aligned[name] = F.lit(None).cast(field_type)
+            if aligned:
+                df = df.withColumns(aligned)
             if layout.ordering_fields:
                 require_columns("ordering", layout.ordering_fields, df.columns)
             df = df.select(*self.user_schema.names)
-        has_partition = all(c in df.columns for c in layout.partition_fields)
-        df = df.withColumn(RECORD_KEY, record_key_column(layout.record_key_fields))
-        if has_partition:
-            df = df.withColumn(
-                PARTITION_PATH,
-                partition_path_column(layout.partition_fields, hive_style=layout.hive_style),
-            )
+        keys = {RECORD_KEY: record_key_column(layout.record_key_fields)}
+        if all(c in df.columns for c in layout.partition_fields):
+            keys[PARTITION_PATH] = partition_path_column(layout.partition_fields, hive_style=layout.hive_style)
+        df = df.withColumns(keys)
         self._check_keys_and_find_partitions(df)
         self._arrived = df
         return df
@@ -307,21 +311,28 @@ class SparkWritePipeline:
         ordering values, then the last occurrence); other mergers run on the rows of each key,
         shuffled together, in arrival order (:func:`tidemark.merge.dedup_records` in tasks).
         """
-        if not self.layout.partition_fields and PARTITION_PATH in df.columns:
-            # One partition path for all rows: grouping by the key alone shuffles the batch the
-            # way the index join (on the key) needs it, so the join does not shuffle it again.
-            return self.dedup(df.drop(PARTITION_PATH)).withColumn(PARTITION_PATH, F.lit(""))
-        keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns]
+        # One partition path for all rows (a non-partitioned table): grouping by the key alone
+        # shuffles the batch the way the index join (on the key) needs it, so the join does not
+        # shuffle it again; the path is put back after.
+        one_path = not self.layout.partition_fields and PARTITION_PATH in df.columns
+        keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns and not (one_path and c == PARTITION_PATH)]
         if not self.layout.merge.max_by_dedup:
+            if one_path:
+                return self._dedup_with_merger(df.drop(PARTITION_PATH), keys).withColumn(PARTITION_PATH, F.lit(""))
             return self._dedup_with_merger(df, keys)
-        value_cols = [c for c in df.columns if c not in keys]
+        value_cols = [c for c in df.columns if c not in keys and c != PARTITION_PATH]
         present = [c for c in self.layout.ordering_fields if c in df.columns]
         order = [F.col(c) for c in present] + [F.col(_SEQ)]
-        with_seq = df.withColumn(_SEQ, F.monotonically_increasing_id())
+        with_seq = df.select(*keys, *value_cols, F.monotonically_increasing_id().alias(_SEQ))
         if not value_cols:
-            return with_seq.dropDuplicates(keys).drop(_SEQ)
-        winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
-        return with_seq.groupBy(*keys).agg(winner).select(*keys, "_w.*").select(*df.columns)
+            deduped = with_seq.groupBy(*keys).agg(F.lit(0).alias("_w"))
+        else:
+            winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
+            deduped = with_seq.groupBy(*keys).agg(winner)
+        # The columns in the batch's order; a non-partitioned table's one path as a constant.
+        out = [F.lit("").alias(c) if one_path and c == PARTITION_PATH
+               else F.col(c) if c in keys else F.col(f"_w.{c}").alias(c) for c in df.columns]
+        return deduped.select(*out)
 
     def _dedup_with_merger(self, df: DataFrame, keys: list[str]) -> DataFrame:
         merge_config, user_schema = self.layout.merge, self.user_schema
@@ -427,11 +438,13 @@ class SparkWritePipeline:
         if self._small_batch():
             # Keep only the table's keys that the batch has, map-side against the broadcast batch
             # keys (as they arrived: duplicates do no harm, and Spark need not shuffle them to
-            # take them distinct). What is left is at most one row per batch key, broadcast in
-            # turn: neither the table's keys nor the batch are shuffled for the lookup.
+            # take them distinct). What is left is at most one row per batch key; for a batch of
+            # moderate size it is broadcast in turn, so that neither the table's keys nor the
+            # batch are shuffled for the lookup.
             arrived = self._arrived if self._arrived is not None else df
             existing = existing.join(F.broadcast(arrived.select(*on)), on=on, how="left_semi")
-            return df.join(F.broadcast(existing), on=on, how="left")
+            if self.batch_rows is None or self.batch_rows <= BROADCAST_MATCHED_KEYS:
+                return df.join(F.broadcast(existing), on=on, how="left")
         return df.join(existing, on=on, how="left")
 
     def _small_batch(self) -> bool:
