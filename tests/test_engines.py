@@ -133,15 +133,25 @@ def test_bulk_insert_keys_from_tasks_match_keys_from_spark(spark: Any, tmp_path:
 
 
 def test_a_write_leaves_no_cached_blocks_behind(spark: Any, tmp_path: Path) -> None:
-    """The tagged batch is kept only for the write: its blocks are released at the end."""
+    """The tagged batch (and the batch keys of the lookup) are kept only for the write: their
+    blocks are released at the end, also when the write fails."""
+    import pandas as pd
+
     jsc = spark.sparkContext._jsc.sc()
     before = jsc.getPersistentRDDs().size()
     t = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", ordering_field="ts")
     t.insert(spark.createDataFrame([(1, 1, "a"), (2, 1, "b")], "id long, ts long, v string"))
     t.upsert(spark.createDataFrame([(1, 2, "a2"), (3, 1, "c")], "id long, ts long, v string"))
     t.delete(spark.createDataFrame([(2,)], "id long"))
+    with pytest.raises(tidemark.NullRecordKeyError):  # found with the tagged batch's count
+        t.upsert(spark.createDataFrame(pd.DataFrame({"id": [None, 4.0], "ts": [1, 1], "v": ["x", "y"]}),
+                                       "id long, ts long, v string"))
+    p = tidemark.Table.create(str(tmp_path / "p"), spark=spark, record_key="id", partition_by="city")
+    p.upsert(spark.createDataFrame([(1, "sf", "a")], "id long, city string, v string"))
+    p.upsert(spark.createDataFrame([(1, "sf", "b"), (2, "la", "c")], "id long, city string, v string"))
     assert jsc.getPersistentRDDs().size() == before
     assert sorted(rows_of(t.read().toArrow(), ["id", "v"])) == [(1, "a2"), (3, "c")]
+    assert sorted(rows_of(p.read().toArrow(), ["id", "v"])) == [(1, "b"), (2, "c")]
 
 
 def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monkeypatch: Any) -> None:

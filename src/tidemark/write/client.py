@@ -206,7 +206,6 @@ class WriteClient:
         prepared = pipeline.prepare(
             frame, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
         )
-        persisted: list[Frame] = []
         profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
         try:
             tagged: Frame | None
@@ -215,7 +214,6 @@ class WriteClient:
                 batch = pipeline.dedup(prepared)
                 tagged = self._tag_buckets(operation, pipeline, batch, view)
                 tagged = pipeline.persist(tagged)
-                persisted.append(tagged)
                 if self.config.non_blocking:
                     view = self._ensure_file_groups(pipeline, tagged, user_schema, view)
             elif operation == "bulk_insert":
@@ -224,9 +222,7 @@ class WriteClient:
             else:
                 batch = pipeline.dedup(prepared)
                 tagged = pipeline.untagged(batch) if operation == "insert_overwrite" else pipeline.tag(batch, view)
-                tagged = pipeline.persist(tagged)
-                persisted.append(tagged)
-                profile = pipeline.profile(tagged)  # computes the tagged batch; may reject null keys
+                tagged, profile = pipeline.persist_profiled(tagged)  # may reject null keys
                 if operation == "insert":
                     tagged = self._apply_dup_policy(pipeline, tagged, profile)
 
@@ -258,8 +254,7 @@ class WriteClient:
                 protocol.abort_if_pending(pending)
                 raise
         finally:
-            for persisted_frame in persisted:
-                pipeline.unpersist(persisted_frame)
+            pipeline.release()
         return WriteOutcome(instant, tuple(stats), op_name, user_schema)
 
     def _tag_buckets(self, operation: str, pipeline: WritePipeline, batch: Frame, view: FileSystemView) -> Frame:

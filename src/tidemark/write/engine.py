@@ -76,7 +76,17 @@ class WritePipeline(Protocol):
 
     def persist(self, frame: Frame) -> Frame: ...
 
-    def unpersist(self, frame: Frame) -> None: ...
+    def release(self) -> None:
+        """Drop everything kept for this write: the frames of :meth:`persist` and whatever the
+        index lookup kept. Called once the write is over, whatever its outcome."""
+        ...
+
+    def persist_profiled(self, tagged: Frame) -> tuple[Frame, WorkloadProfile]:
+        """:meth:`persist` and :meth:`profile` in one: the kept frame and its counts.
+
+        On an error (null keys) nothing stays kept.
+        """
+        ...
 
     def profile(self, tagged: Frame) -> WorkloadProfile:
         """Count the tagged batch's new keys per partition and its existing keys.

@@ -76,8 +76,11 @@ class ArrowWritePipeline:
     def persist(self, frame: pa.Table) -> pa.Table:
         return frame
 
-    def unpersist(self, frame: pa.Table) -> None:
+    def release(self) -> None:
         return None
+
+    def persist_profiled(self, tagged: pa.Table) -> tuple[pa.Table, WorkloadProfile]:
+        return tagged, self.profile(tagged)
 
     def profile(self, tagged: pa.Table) -> WorkloadProfile:
         # Null keys were rejected by prepare(): this engine has the whole batch in memory.
