@@ -175,17 +175,26 @@ def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monke
         InsertBucket("la", "f-la-0", None, 0, 0.0, 1.0),  # no bucket for nyc: its rows are dropped
     ]
 
-    def routed() -> list[tuple[str, str, str]]:
-        out = pipeline.route_inserts(inserts, buckets)
-        return sorted((r[0], r[1], r[2]) for r in out.select("_hoodie_record_key", "_hoodie_partition_path",
-                                                             FILE_ID_COLUMN).collect())
+    # The whole tagged batch as route() gets it: 300 existing keys that keep their file ids.
+    updates = [(f"u{i}", "nyc", "f-nyc-old") for i in range(300)]
+    tagged = spark.createDataFrame(rows + updates, ddl)
+    columns = ["_hoodie_record_key", "_hoodie_partition_path", FILE_ID_COLUMN]
 
-    by_expression = routed()
+    def routed() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
+        out = pipeline.route_inserts(inserts, buckets)
+        both = pipeline.route(tagged, buckets)
+        return (sorted((r[0], r[1], r[2]) for r in out.select(*columns).collect()),
+                sorted((r[0], r[1], r[2], r[3]) for r in both.select(*columns, "_tm_op").collect()))
+
+    by_expression, all_by_expression = routed()
     monkeypatch.setattr(spark_writer, "ROUTE_BY_EXPRESSION", 0)
-    by_join = routed()
+    by_join, all_by_join = routed()
     assert by_expression == by_join
     assert {fid for _, _, fid in by_join} == {"f-sf-0", "f-sf-1", "f-la-0"}
     assert len(by_join) == 2000
+    assert all_by_expression == all_by_join
+    assert sorted(r[:3] for r in all_by_join) == sorted(by_join + updates)
+    assert {r[3] for r in all_by_join} == {"U"}
 
 
 @pytest.mark.parametrize("partitioned", [False, True])
@@ -193,8 +202,9 @@ def test_index_lookup_gives_the_same_tags_broadcast_or_shuffled(
     spark: Any, tmp_path: Path, monkeypatch: Any, partitioned: bool
 ) -> None:
     """A small batch is looked up with broadcasts only (its keys, then the table's matching keys);
-    a larger one has the matching keys shuffled to it, a large one is joined with all of them. Batches with a size Spark's plan tells (pandas) and without
-    (a Python list) take the first way; both ways give the same table, hudi-rs agrees."""
+    a larger one has the matching keys shuffled to it, a large one is joined with all of them.
+    Batches with a size Spark's plan tells (pandas) and without (a Python list) take the first
+    way; every way gives the same table, and hudi-rs agrees."""
     import pandas as pd
 
     from tidemark.engines.spark import writer as spark_writer

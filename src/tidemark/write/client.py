@@ -358,7 +358,6 @@ class WriteClient:
             return pipeline.write_file_groups(rows, base_files), replaced
         if self.bucket is not None:
             return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
-        updates, inserts = pipeline.split(tagged)
         # Merge-on-read: inserts always start new file groups (base files), so every key stays
         # findable from base files alone and existing groups only ever get logs appended.
         small_files = operation != "insert_overwrite" and not self.merge_on_read
@@ -372,11 +371,10 @@ class WriteClient:
                 replaced.setdefault(group.partition_path, []).append(group.file_id)
             base_files = {}
         self.protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])
-        routed = pipeline.route_inserts(inserts, buckets) if buckets else None
-        rows = pipeline.upsert_rows(updates, routed)
+        rows = pipeline.route(tagged, buckets)
         if self.config.early_conflict is not None:
             existing = {(b.partition_path, b.file_id) for b in buckets if b.base_file}
-            existing |= pipeline.file_groups_of(updates)
+            existing |= pipeline.file_groups_of(pipeline.split(tagged)[0])
             existing |= {(p, f) for p, ids in replaced.items() for f in ids}
             self._check_early(pending, existing)
         return pipeline.write_file_groups(rows, base_files), replaced

@@ -198,6 +198,10 @@ class ArrowWritePipeline:
         return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column(f"{RECORD_KEY}_count").to_pylist(),
                         strict=True))
 
+    def route(self, tagged: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+        updates, inserts = self.split(tagged)
+        return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
+
     def route_inserts(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
         by_partition: dict[str, list[InsertBucket]] = {}
         for b in buckets:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -124,6 +124,21 @@ def _estimated_bytes(frame: DataFrame) -> int | None:
     or an RDD, which Spark sizes at its huge default)."""
     size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
     return size if size < (1 << 60) else None
+
+
+def _key_hash() -> Column:
+    """Where a record key falls in [0, 1): the insert buckets are ranges of this hash."""
+    return F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
+
+
+def _bucket_of(buckets: Sequence[InsertBucket]) -> Column:
+    """The file id of the bucket that takes a row, as one ``CASE`` expression (null if none)."""
+    pp, h = F.col(PARTITION_PATH), _key_hash()
+    file_id = F.lit(None).cast("string")
+    for i, b in enumerate(buckets):
+        cond = (pp == b.partition_path) & (h >= b.low) & (h < b.high)
+        file_id = F.when(cond, b.file_id) if i == 0 else file_id.when(cond, b.file_id)
+    return file_id
 
 
 def _task_token() -> tuple[str, int]:
@@ -519,17 +534,11 @@ class SparkWritePipeline:
         A few buckets become one ``CASE`` expression (no join, no extra job); many are joined
         as a broadcast table of ranges.
         """
-        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(
-            _HASH, F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
-        )
         if len(buckets) <= ROUTE_BY_EXPRESSION:
-            pp, h = F.col(PARTITION_PATH), F.col(_HASH)
-            file_id = F.lit(None).cast("string")
-            for i, b in enumerate(buckets):
-                cond = (pp == b.partition_path) & (h >= b.low) & (h < b.high)
-                file_id = F.when(cond, b.file_id) if i == 0 else file_id.when(cond, b.file_id)
             # A row that no bucket takes is dropped, as the join drops it.
-            return hashed.withColumn(FILE_ID_COLUMN, file_id).filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
+            routed = inserts.withColumn(FILE_ID_COLUMN, _bucket_of(buckets))
+            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull())
+        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(_HASH, _key_hash())
         rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
         ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
         cond = (
@@ -539,6 +548,19 @@ class SparkWritePipeline:
         )
         joined = hashed.join(F.broadcast(ranges), cond, "inner")
         return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(_HASH, "_b_pp", "_b_fid", "_b_low", "_b_high")
+
+    def route(self, tagged: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
+        """The rows to write: existing keys keep their file group, new keys get their bucket's.
+
+        With a few buckets this is one projection of the tagged batch, so the write reads it
+        once; with many, the inserts are routed by :meth:`route_inserts` and put back.
+        """
+        if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
+            file_id = F.coalesce(F.col(FILE_ID_COLUMN), _bucket_of(buckets))
+            rows = tagged.withColumns({FILE_ID_COLUMN: file_id, OP_COLUMN: F.lit(OP_UPSERT)})
+            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull())
+        updates, inserts = self.split(tagged)
+        return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
     # -- writing ------------------------------------------------------------------------
     def write_file_groups(self, rows: DataFrame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]:
