@@ -1,10 +1,12 @@
 """The Spark write pipeline: dedup, index lookup, file sizing, file-group writes in tasks.
 
 One write, as Spark jobs (the driver only ever collects small aggregates and
-write statistics, never keys or rows)::
+write statistics, never keys or rows; a small batch's lookup uses Spark's
+broadcast joins)::
 
     batch ── validate + key/partition columns ── dedup by key (merge by ordering field)
           ── index: left join with the keys of the latest base files of the touched partitions
+          ── keep (local checkpoint) + count: new keys per partition, existing keys, null keys
           ── route: updates to their file group; inserts to small files / new groups by key hash
           ── groupBy(partition, file group).applyInArrow(write_file_group)  -> WriteStats
           ── commit protocol (engine-free)
@@ -228,8 +230,10 @@ class SparkWritePipeline:
     def prepare(self, df: DataFrame, *, allow_missing: bool, keys_only: bool = False) -> DataFrame:
         """Validate the batch and add the key and partition-path columns.
 
-        Raises MissingColumnError, SchemaMismatchError or NullRecordKeyError; runs one
-        small Spark job to look for null keys.
+        Raises MissingColumnError or SchemaMismatchError; raises NullRecordKeyError here, after
+        one small Spark job, or later from :meth:`profile` / :meth:`persist_profiled` when the
+        check can ride on the count of the tagged batch (see ``_check_keys_and_find_partitions``).
+        Either way, before the write's instant is requested.
         """
         layout = self.layout
         require_columns("record key", layout.record_key_fields, df.columns)
