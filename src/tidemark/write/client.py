@@ -272,8 +272,7 @@ class WriteClient:
         )
         if operation == "insert" and self.config.insert_dup_policy != "none":
             # drop / fail need to know which keys exist: the one case that looks keys up.
-            looked_up = pipeline.tag(batch, view)
-            batch = self._apply_dup_policy(pipeline, looked_up, pipeline.profile(looked_up))
+            batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
         return pipeline.tag_buckets(batch, view, assignment)
 
     def _ensure_file_groups(
@@ -299,14 +298,18 @@ class WriteClient:
             )
         return view
 
-    def _apply_dup_policy(self, pipeline: WritePipeline, tagged: Frame, profile: WorkloadProfile) -> Frame:
+    def _apply_dup_policy(
+        self, pipeline: WritePipeline, tagged: Frame, profile: WorkloadProfile | None = None
+    ) -> Frame:
+        """insert's hoodie.datasource.insert.dup.policy; ``profile`` (if the batch was counted
+        already) spares the count that ``fail`` needs."""
         from tidemark.errors import InvalidInputError
 
         policy = self.config.insert_dup_policy
         if policy == "drop":
             return pipeline.only_new(tagged)
         if policy == "fail":
-            found = profile.existing
+            found = (profile or pipeline.profile(tagged)).existing
             if found:
                 raise InvalidInputError(
                     f"{found} record(s) of the insert already exist in the table and "
