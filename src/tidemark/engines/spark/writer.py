@@ -134,8 +134,9 @@ def _key_hash() -> Column:
 
 
 def _bucket_of(buckets: Sequence[InsertBucket]) -> Column:
-    """The file id of the bucket that takes a row, as one ``CASE`` expression (null if none)."""
-    pp, h = F.col(PARTITION_PATH), _key_hash()
+    """The file id of the bucket that takes a row, as one ``CASE`` expression over the key hash
+    column ``_HASH`` (null if no bucket takes it)."""
+    pp, h = F.col(PARTITION_PATH), F.col(_HASH)
     file_id = F.lit(None).cast("string")
     for i, b in enumerate(buckets):
         cond = (pp == b.partition_path) & (h >= b.low) & (h < b.high)
@@ -540,8 +541,8 @@ class SparkWritePipeline:
         """
         if len(buckets) <= ROUTE_BY_EXPRESSION:
             # A row that no bucket takes is dropped, as the join drops it.
-            routed = inserts.withColumn(FILE_ID_COLUMN, _bucket_of(buckets))
-            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull())
+            routed = inserts.withColumn(_HASH, _key_hash()).withColumn(FILE_ID_COLUMN, _bucket_of(buckets))
+            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
         hashed = inserts.drop(FILE_ID_COLUMN).withColumn(_HASH, _key_hash())
         rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
         ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
@@ -560,9 +561,11 @@ class SparkWritePipeline:
         once; with many, the inserts are routed by :meth:`route_inserts` and put back.
         """
         if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
+            # The hash is a column of its own so that Spark computes it once, not once per bucket.
             file_id = F.coalesce(F.col(FILE_ID_COLUMN), _bucket_of(buckets))
-            rows = tagged.withColumns({FILE_ID_COLUMN: file_id, OP_COLUMN: F.lit(OP_UPSERT)})
-            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull())
+            hashed = tagged.withColumn(_HASH, _key_hash())
+            rows = hashed.withColumns({FILE_ID_COLUMN: file_id, OP_COLUMN: F.lit(OP_UPSERT)})
+            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
         updates, inserts = self.split(tagged)
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
