@@ -280,7 +280,7 @@ class SparkWritePipeline:
         if self._can_defer_key_check(df):
             self._unchecked = df
             return
-        nulls = F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
+        nulls = self._null_keys()
         count = F.count(F.lit(1)).alias("rows")
         if PARTITION_PATH in df.columns:
             rows = df.groupBy(PARTITION_PATH).agg(nulls, count).collect()
@@ -292,6 +292,10 @@ class SparkWritePipeline:
         null_count = sum(r["nulls"] or 0 for r in rows)
         if null_count:
             raise NullRecordKeyError(self.layout.record_key_fields, null_count)
+
+    def _null_keys(self) -> Column:
+        """The aggregate that counts rows with a null record-key field, as ``nulls``."""
+        return F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
 
     def _can_defer_key_check(self, df: DataFrame) -> bool:
         """Whether the null-key check can wait for :meth:`profile`: the index must not need the
@@ -323,7 +327,7 @@ class SparkWritePipeline:
         metrics = [
             F.count(F.lit(1)).alias("rows"),
             F.count_if(F.col(FILE_ID_COLUMN).isNull()).alias("inserts"),
-            F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls"),
+            self._null_keys(),
         ]
         observed = tagged.observe(observation, *metrics)
         kept = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
@@ -351,7 +355,7 @@ class SparkWritePipeline:
         aggs = [F.count(F.lit(1)).alias("rows")]
         unchecked = self._unchecked
         if unchecked is not None:
-            aggs.append(F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls"))
+            aggs.append(self._null_keys())
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if unchecked is not None:
             self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows))
