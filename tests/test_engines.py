@@ -234,3 +234,72 @@ def test_index_lookup_gives_the_same_tags_broadcast_or_shuffled(
     shuffled = run("shuffled", spark.createDataFrame(update, schema))
     expected = sorted([r for r in rows if r[0] < 30] + [r for r in update if r[0] != 31] + [(31, "la", 3, "dup")])
     assert listed == sized == half == shuffled == expected
+
+
+def test_writes_lift_sparks_per_row_arrow_byte_check_and_then_put_it_back(
+    spark: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """While a write runs, Arrow batches to Python are capped by rows only (Spark checks a byte
+    cap after every row, which cost more than the hand-off itself); after it, the session is as
+    it was, also after a failed write. A value the user set is never changed."""
+    from tidemark.engines.spark.session import MAX_BYTES_PER_BATCH, NO_BYTE_CAP
+    from tidemark.engines.spark.writer import SparkWritePipeline
+
+    seen: list[str] = []
+    for name in ["write_bulk", "write_file_groups"]:
+        original = getattr(SparkWritePipeline, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original) -> Any:
+            seen.append(spark.conf.get(MAX_BYTES_PER_BATCH))
+            return _original(self, *args)
+
+        monkeypatch.setattr(SparkWritePipeline, name, spy)
+
+    schema = "id long, ts long, v string"
+    t = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", ordering_field="ts")
+    t.bulk_insert(spark.createDataFrame([(1, 1, "a"), (2, 1, "b")], schema))
+    t.upsert(spark.createDataFrame([(1, 2, "a2"), (3, 1, "c")], schema))
+    assert seen == [NO_BYTE_CAP, NO_BYTE_CAP]
+    assert MAX_BYTES_PER_BATCH not in spark.conf.getAll
+    with pytest.raises(tidemark.InvalidInputError):
+        t.upsert(spark.createDataFrame([(4, "x", "d")], "id long, ts string, v string"))
+    assert MAX_BYTES_PER_BATCH not in spark.conf.getAll
+
+    spark.conf.set(MAX_BYTES_PER_BATCH, "32m")
+    try:
+        t.upsert(spark.createDataFrame([(2, 3, "b2")], schema))
+        assert seen[-1] == spark.conf.get(MAX_BYTES_PER_BATCH)
+        assert spark.conf.get(MAX_BYTES_PER_BATCH) != NO_BYTE_CAP
+    finally:
+        spark.conf.unset(MAX_BYTES_PER_BATCH)
+    assert sorted(rows_of(t.read().toArrow(), ["id", "ts", "v"])) == [(1, 2, "a2"), (2, 3, "b2"), (3, 1, "c")]
+
+
+def test_write_session_holds_until_the_last_concurrent_write_of_a_session_ends(spark: Any) -> None:
+    """Two threads writing through one session: the first one in lifts the check, the check stays
+    lifted while either runs, and the last one out puts the session back."""
+    import threading
+
+    from tidemark.engines.spark.session import MAX_BYTES_PER_BATCH, NO_BYTE_CAP, write_session
+
+    inside, first_left = threading.Barrier(2), threading.Event()
+    seen: dict[str, str] = {}
+
+    def first() -> None:
+        with write_session(spark):
+            inside.wait(timeout=30)
+        first_left.set()
+
+    def second() -> None:
+        with write_session(spark):
+            inside.wait(timeout=30)
+            assert first_left.wait(timeout=30)
+            seen["after the first left"] = spark.conf.get(MAX_BYTES_PER_BATCH)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert seen == {"after the first left": NO_BYTE_CAP}
+    assert MAX_BYTES_PER_BATCH not in spark.conf.getAll

@@ -7,6 +7,7 @@ before anything is written; readers only ever see completed instants.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -310,6 +311,14 @@ class Table:
 
         return make
 
+    def _engine_session(self) -> contextlib.AbstractContextManager[None]:
+        """The engine's settings for the span of one write (Spark: Arrow batches capped by rows only)."""
+        if self.spark is None:
+            return contextlib.nullcontext()
+        from tidemark.engines.spark.session import write_session
+
+        return write_session(self.spark)
+
     def _write(self, operation: str, data: Any) -> CommitResult:
         from tidemark.write.client import WriteClient, counts
 
@@ -319,7 +328,8 @@ class Table:
         lost = 0
         while True:
             try:
-                outcome = client.write(operation, data, self.schema)
+                with self._engine_session():
+                    outcome = client.write(operation, data, self.schema)
                 break
             except ClusteringConflictError as conflict:
                 # A clustering completed after this write planned and replaced a file group it
