@@ -331,16 +331,41 @@ class WriteClient:
         return self.config.record_size_estimate
 
     def _plan_inserts(
-        self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool
+        self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool, record_size: int
     ) -> list[InsertBucket]:
         small: dict[str, list[SmallFile]] = {}
         if use_small_files and self.config.small_file_limit > 0:
             for base in view.latest_base_files(counts):
                 if base.size < self.config.small_file_limit:
                     small.setdefault(base.partition_path, []).append(SmallFile(base.file_id, base.path, base.size))
-        return plan_inserts(
-            counts, small, record_size=self._record_size(view.timeline), max_file_size=self.config.max_file_size
-        )
+        return plan_inserts(counts, small, record_size=record_size, max_file_size=self.config.max_file_size)
+
+    def _write_weights(
+        self,
+        view: FileSystemView,
+        profile: WorkloadProfile,
+        buckets: Sequence[InsertBucket],
+        *,
+        updates_written: bool,
+        record_size: int,
+    ) -> dict[FileGroup, int]:
+        """The file groups a write touches, each with the bytes its write is expected to cost.
+
+        A copy-on-write file group rewrites its base file whole, whatever the rows it gets;
+        rows add their estimated size (an update's share is the batch's updates spread evenly
+        over the file groups they hit). The engine uses this to spread the writes over tasks.
+        """
+        rewrite: dict[FileGroup, int] = {}  # merge-on-read appends logs: no base file is rewritten
+        if not self.merge_on_read:
+            rewrite = {(g.partition_path, g.file_id): g.latest.size for g in view.file_groups()}
+        weights: dict[FileGroup, int] = {}
+        if updates_written and profile.updated:
+            share = profile.existing // len(profile.updated) * record_size
+            weights = {group: rewrite.get(group, 0) + share for group in profile.updated}
+        for b in buckets:
+            group = (b.partition_path, b.file_id)
+            weights[group] = weights.get(group, rewrite.get(group, 0)) + b.records * record_size
+        return weights
 
     def _write_tagged(
         self,
@@ -353,19 +378,27 @@ class WriteClient:
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
         base_files = {(g.partition_path, g.file_id): g.latest.path for g in view.file_groups()}
         replaced: dict[str, list[str]] = {}
+        record_size = self._record_size(view.timeline)
         if operation == "delete":
             self.protocol.inflight(pending)
             rows = pipeline.delete_rows(tagged)
             if self.config.early_conflict is not None:
                 self._check_early(pending, pipeline.file_groups_of(rows))
-            return pipeline.write_file_groups(rows, base_files), replaced
+            weights = None if profile is None else self._write_weights(
+                view, profile, (), updates_written=True, record_size=record_size
+            )
+            return pipeline.write_file_groups(rows, base_files, weights), replaced
         if self.bucket is not None:
             return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
         # Merge-on-read: inserts always start new file groups (base files), so every key stays
         # findable from base files alone and existing groups only ever get logs appended.
         small_files = operation != "insert_overwrite" and not self.merge_on_read
         assert profile is not None  # the simple index profiles every tagged batch
-        buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files)
+        buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files, record_size=record_size)
+        updates_written = operation != "insert_overwrite" and not (
+            operation == "insert" and self.config.insert_dup_policy == "drop"
+        )
+        weights = self._write_weights(view, profile, buckets, updates_written=updates_written, record_size=record_size)
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file
@@ -380,7 +413,7 @@ class WriteClient:
             existing |= pipeline.file_groups_of(pipeline.split(tagged)[0])
             existing |= {(p, f) for p, ids in replaced.items() for f in ids}
             self._check_early(pending, existing)
-        return pipeline.write_file_groups(rows, base_files), replaced
+        return pipeline.write_file_groups(rows, base_files, weights), replaced
 
     def _write_buckets(
         self,

@@ -45,6 +45,7 @@ class WorkloadProfile:
 
     inserts: Mapping[str, int]  # rows of new keys, per partition path
     existing: int  # rows whose key is already in the table
+    updated: frozenset[tuple[str, str]] = frozenset()  # the (partition path, file id) those rows are in
 
 
 class WritePipeline(Protocol):
@@ -115,7 +116,18 @@ class WritePipeline(Protocol):
 
     def delete_rows(self, tagged: Frame) -> Frame: ...
 
-    def write_file_groups(self, rows: Frame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]: ...
+    def write_file_groups(
+        self,
+        rows: Frame,
+        base_files: Mapping[tuple[str, str], str],
+        weights: Mapping[tuple[str, str], int] | None = None,
+    ) -> list[WriteStat]:
+        """Write the rows of every file group (merged with its base file, if it has one).
+
+        ``weights``, if known: the file groups the rows hold, each with the bytes its write is
+        expected to cost, for the engine to spread the work evenly.
+        """
+        ...
 
     def write_bulk(self, frame: Frame) -> list[WriteStat]: ...
 

@@ -84,8 +84,14 @@ class ArrowWritePipeline:
 
     def profile(self, tagged: pa.Table) -> WorkloadProfile:
         # Null keys were rejected by prepare(): this engine has the whole batch in memory.
-        existing = int(pc.sum(pc.is_valid(tagged.column(FILE_ID_COLUMN))).as_py() or 0)
-        return WorkloadProfile(inserts=self.insert_counts(self.only_new(tagged)), existing=existing)
+        found = tagged.filter(pc.is_valid(tagged.column(FILE_ID_COLUMN)))
+        groups = found.select([PARTITION_PATH, FILE_ID_COLUMN]).group_by([PARTITION_PATH, FILE_ID_COLUMN]).aggregate([])
+        updated = zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
+        return WorkloadProfile(
+            inserts=self.insert_counts(self.only_new(tagged)),
+            existing=found.num_rows,
+            updated=frozenset((partition or "", file_id) for partition, file_id in updated),
+        )
 
     def only_new(self, tagged: pa.Table) -> pa.Table:
         return tagged.filter(pc.is_null(tagged.column(FILE_ID_COLUMN)))
@@ -219,7 +225,12 @@ class ArrowWritePipeline:
         routed = inserts.drop_columns([FILE_ID_COLUMN])
         return routed.append_column(FILE_ID_COLUMN, pa.array(file_ids, pa.string()))
 
-    def write_file_groups(self, rows: pa.Table, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]:
+    def write_file_groups(
+        self,
+        rows: pa.Table,
+        base_files: Mapping[tuple[str, str], str],
+        weights: Mapping[tuple[str, str], int] | None = None,  # one process writes them in turn
+    ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
         ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])

@@ -9,6 +9,7 @@ broadcast joins)::
           ── keep (local checkpoint) + count: new keys per partition, existing keys, null keys
           ── route: updates to their file group; inserts to small files / new groups by key hash
           ── groupBy(partition, file group).applyInArrow(write_file_group)  -> WriteStats
+             (the driver lays the file groups out over the tasks by the size of their base files)
           ── commit protocol (engine-free)
 
 bulk_insert skips the index and the shuffle: each task writes its rows into new
@@ -17,6 +18,7 @@ file groups with ``mapInArrow``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,6 +30,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
+from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -41,6 +44,7 @@ from tidemark.write.validate import plan_columns, require_columns
 
 _SEQ = "_tm_seq"
 _HASH = "_tm_hash"
+_TASK = "_tm_task"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
@@ -51,6 +55,10 @@ BROADCAST_MATCHED_KEYS = 500_000
 BROADCAST_BATCH_KEY_BYTES = 16 << 20
 # Up to this many insert buckets, inserts are routed by an expression rather than a join.
 ROUTE_BY_EXPRESSION = 64
+# Up to this many file groups, the driver lays a write's file groups out over the tasks (the
+# rows find their task by an expression, so its size grows with the groups); beyond, hashing
+# spreads many groups evenly enough.
+BALANCE_GROUPS = 64
 
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
@@ -186,11 +194,15 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self.parallelism = parallelism
-        conf = spark.sparkContext.getConf()
-        local = (conf.get("spark.master") or "local").startswith("local")
-        # Executors reach a server in the driver at the driver's address; in local mode at loopback.
-        self.marker_server_host = "127.0.0.1" if local else (conf.get("spark.driver.host") or "127.0.0.1")
         self._job_group: str | None = None
+
+    @functools.cached_property
+    def marker_server_host(self) -> str:
+        """Where tasks reach a server in this process: the driver's address, in local mode
+        loopback. Looked up only when a write runs a marker server (copying the conf costs)."""
+        conf = self.spark.sparkContext.getConf()
+        local = (conf.get("spark.master") or "local").startswith("local")
+        return "127.0.0.1" if local else (conf.get("spark.driver.host") or "127.0.0.1")
 
     # -- running write jobs -----------------------------------------------------------------
     def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
@@ -328,6 +340,7 @@ class SparkWritePipeline:
             F.count(F.lit(1)).alias("rows"),
             F.count_if(F.col(FILE_ID_COLUMN).isNull()).alias("inserts"),
             self._null_keys(),
+            F.collect_set(FILE_ID_COLUMN).alias("groups"),  # at most one per file group of the table
         ]
         observed = tagged.observe(observation, *metrics)
         kept = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
@@ -335,7 +348,11 @@ class SparkWritePipeline:
         counts = observation.get
         self._raise_for_null_keys(counts["nulls"] or 0)
         inserts = counts["inserts"] or 0
-        return kept, WorkloadProfile(inserts={"": inserts} if inserts else {}, existing=counts["rows"] - inserts)
+        return kept, WorkloadProfile(
+            inserts={"": inserts} if inserts else {},
+            existing=counts["rows"] - inserts,
+            updated=frozenset(("", file_id) for file_id in counts["groups"] or ()),
+        )
 
     def _raise_for_null_keys(self, found: int) -> None:
         """Settle a null-key check left to the profile: raise with the batch's exact count."""
@@ -352,7 +369,7 @@ class SparkWritePipeline:
         check if :meth:`prepare` left it here (then with the exact count of the undeduplicated
         batch in the error)."""
         new = F.col(FILE_ID_COLUMN).isNull().alias("new")
-        aggs = [F.count(F.lit(1)).alias("rows")]
+        aggs = [F.count(F.lit(1)).alias("rows"), F.collect_set(FILE_ID_COLUMN).alias("groups")]
         unchecked = self._unchecked
         if unchecked is not None:
             aggs.append(self._null_keys())
@@ -362,6 +379,7 @@ class SparkWritePipeline:
         return WorkloadProfile(
             inserts={r[PARTITION_PATH]: r["rows"] for r in rows if r["new"]},
             existing=sum(r["rows"] for r in rows if not r["new"]),
+            updated=frozenset((r[PARTITION_PATH] or "", f) for r in rows if not r["new"] for f in r["groups"]),
         )
 
     def dedup(self, df: DataFrame) -> DataFrame:
@@ -574,12 +592,25 @@ class SparkWritePipeline:
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
     # -- writing ------------------------------------------------------------------------
-    def write_file_groups(self, rows: DataFrame, base_files: Mapping[tuple[str, str], str]) -> list[WriteStat]:
-        """Write every (partition, file group) of ``rows`` in a Spark task; collect the stats."""
+    def write_file_groups(
+        self,
+        rows: DataFrame,
+        base_files: Mapping[tuple[str, str], str],
+        weights: Mapping[tuple[str, str], int] | None = None,
+    ) -> list[WriteStat]:
+        """Write every (partition, file group) of ``rows`` in a Spark task; collect the stats.
+
+        With ``weights`` (the file groups the write touches, each with its estimated cost), up
+        to :data:`BALANCE_GROUPS` of them are laid out over the tasks by the driver
+        (:mod:`tidemark.engines.spark.tasks`); otherwise, or for a group not in ``weights``,
+        Spark hashes the file ids onto the tasks.
+        """
         spec = self.spec
         base_files = dict(base_files)  # shipped to the tasks with the function
 
         def write_group(table: pa.Table) -> pa.Table:
+            if _TASK in table.column_names:
+                table = table.drop_columns([_TASK])
             token, task_partition = _task_token()
             partition = table.column(PARTITION_PATH)[0].as_py()
             file_id = table.column(FILE_ID_COLUMN)[0].as_py()
@@ -597,10 +628,22 @@ class SparkWritePipeline:
         # One task per file group up to a few per core: a task's cost is rewriting whole base files,
         # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
         default = self.spark.sparkContext.defaultParallelism
-        tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
-        rows = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN)
-        out = rows.groupBy(PARTITION_PATH, FILE_ID_COLUMN).applyInArrow(write_group, STATS_DDL)
-        return self._run_write_job(out)
+        if weights and len(weights) <= BALANCE_GROUPS:
+            tasks = self.parallelism or min(len(weights), 4 * default)
+            placed = balance(weights, tasks)
+            keys = partition_keys(max(placed.values()) + 1)
+            task: Column | None = None  # null for a group the driver did not expect: hashed, still whole
+            for (partition, file_id), number in placed.items():
+                same = (F.col(FILE_ID_COLUMN) == file_id) & (F.col(PARTITION_PATH) == partition)
+                task = F.when(same, F.lit(keys[number])) if task is None else task.when(same, F.lit(keys[number]))
+            assert task is not None  # weights is not empty
+            rows = rows.withColumn(_TASK, task).repartition(len(keys), _TASK)
+            # Grouping by the task column too lets the groups use the task partitioning as it is.
+            grouped = rows.groupBy(_TASK, PARTITION_PATH, FILE_ID_COLUMN)
+        else:
+            tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
+            grouped = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN).groupBy(PARTITION_PATH, FILE_ID_COLUMN)
+        return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL))
 
     def compact_slices(self, spec: WriteSpec, merger: RecordMerger, operations: Sequence[Any]) -> list[WriteStat]:
         """Compaction: one Spark task per planned file slice (services.compaction.compact_slice);
