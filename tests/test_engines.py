@@ -358,3 +358,19 @@ def test_an_upsert_writes_each_touched_file_group_in_a_task_of_its_own(spark: An
     assert len(tokens) == 4
     assert sorted(int(token.split("-")[0]) for token in tokens) == [0, 1, 2, 3]
     assert sorted(rows_of(t.read().toArrow(), ["id", "v"])) == [(i, "b" if i % 7 == 0 else "a") for i in range(400)]
+
+
+@pytest.mark.parametrize("escaped", ["false", "true"])
+def test_sql_text_literals_survive_quotes_backslashes_and_parser_settings(spark: Any, escaped: str) -> None:
+    """Partition paths are user data: the routing and task expressions quote them as SQL text."""
+    from pyspark.sql import functions as F
+
+    from tidemark.engines.spark.writer import _sql_text
+
+    values = ["", "sf", "it's", "back\\slash", "city=São Paulo/x", 'quote"d', "new\nline", "☃😀", "X'41'"]
+    spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)
+    try:
+        row = spark.range(1).select(*[F.expr(_sql_text(v)).alias(f"c{i}") for i, v in enumerate(values)]).first()
+    finally:
+        spark.conf.unset("spark.sql.parser.escapedStringLiterals")
+    assert list(row) == values

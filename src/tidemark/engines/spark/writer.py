@@ -141,15 +141,31 @@ def _key_hash() -> Column:
     return F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
 
 
+def _sql_text(value: str) -> str:
+    """``value`` as a Spark SQL string literal that no quote, backslash or parser setting breaks."""
+    return f"CAST(X'{value.encode().hex()}' AS STRING)" if value else "''"
+
+
+def _case(whens: Sequence[tuple[str, str]], null_type: str) -> Column:
+    """``CASE WHEN condition THEN value ... END`` (null when none holds), parsed from SQL text.
+
+    One parse: building the same expression with the Column API costs a few py4j calls per
+    branch, 0.1 s for 4 branches and 0.8 s for 64.
+    """
+    if not whens:
+        return F.lit(None).cast(null_type)
+    return F.expr("CASE " + " ".join(f"WHEN {cond} THEN {value}" for cond, value in whens) + " END")
+
+
 def _bucket_of(buckets: Sequence[InsertBucket]) -> Column:
     """The file id of the bucket that takes a row, as one ``CASE`` expression over the key hash
     column ``_HASH`` (null if no bucket takes it)."""
-    pp, h = F.col(PARTITION_PATH), F.col(_HASH)
-    file_id = F.lit(None).cast("string")
-    for i, b in enumerate(buckets):
-        cond = (pp == b.partition_path) & (h >= b.low) & (h < b.high)
-        file_id = F.when(cond, b.file_id) if i == 0 else file_id.when(cond, b.file_id)
-    return file_id
+    pp, h = f"`{PARTITION_PATH}`", f"`{_HASH}`"
+    return _case(
+        [(f"{pp} = {_sql_text(b.partition_path)} AND {h} >= {b.low!r}D AND {h} < {b.high!r}D", _sql_text(b.file_id))
+         for b in buckets],
+        "string",
+    )
 
 
 def _task_token() -> tuple[str, int]:
@@ -632,11 +648,12 @@ class SparkWritePipeline:
             tasks = self.parallelism or min(len(weights), 4 * default)
             placed = balance(weights, tasks)
             keys = partition_keys(max(placed.values()) + 1)
-            task: Column | None = None  # null for a group the driver did not expect: hashed, still whole
-            for (partition, file_id), number in placed.items():
-                same = (F.col(FILE_ID_COLUMN) == file_id) & (F.col(PARTITION_PATH) == partition)
-                task = F.when(same, F.lit(keys[number])) if task is None else task.when(same, F.lit(keys[number]))
-            assert task is not None  # weights is not empty
+            # Null for a group the driver did not expect: hashed onto a task, still whole.
+            task = _case(
+                [(f"`{FILE_ID_COLUMN}` = {_sql_text(file_id)} AND `{PARTITION_PATH}` = {_sql_text(partition)}",
+                  str(keys[number])) for (partition, file_id), number in placed.items()],
+                "int",
+            )
             rows = rows.withColumn(_TASK, task).repartition(len(keys), _TASK)
             # Grouping by the task column too lets the groups use the task partitioning as it is.
             grouped = rows.groupBy(_TASK, PARTITION_PATH, FILE_ID_COLUMN)
