@@ -374,3 +374,32 @@ def test_sql_text_literals_survive_quotes_backslashes_and_parser_settings(spark:
     finally:
         spark.conf.unset("spark.sql.parser.escapedStringLiterals")
     assert list(row) == values
+
+
+@pytest.mark.parametrize("key_type", ["int", "smallint", "string"])
+def test_a_broadcast_lookup_by_the_key_value_finds_the_same_records(
+    spark: Any, tmp_path: Path, key_type: str
+) -> None:
+    """A small batch whose record key is one integer field is looked up by that field's value
+    (its text is the record key, one to one); other keys by the record key. Updates are found,
+    new keys inserted, and hudi-rs reads the same table."""
+    from tidemark.engines.spark.writer import SparkWritePipeline
+    from tidemark.write.engine import TableLayout
+    from tidemark.write.file_group import WriteSpec
+
+    schema = f"k {key_type}, ts long, v string"
+    key = (lambda i: str(i)) if key_type == "string" else (lambda i: i)
+    t = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="k", ordering_field="ts")
+    t.bulk_insert(spark.createDataFrame([(key(i), 1, "a") for i in range(-20, 20)], schema))
+    result = t.upsert(spark.createDataFrame([(key(i), 2, "b") for i in range(10, 30)], schema))
+    assert (result.num_updates, result.num_inserts) == (10, 10)
+    expected = sorted([(key(i), "a") for i in range(-20, 10)] + [(key(i), "b") for i in range(10, 30)])
+    assert sorted(rows_of(t.read().toArrow(), ["k", "v"])) == expected
+    assert sorted(rows_of(hudi_rs_read(t.path), ["k", "v"])) == expected
+
+    spec = WriteSpec(base_path=t.path, instant_time="", schema=pa.schema([]), ordering_fields=(),
+                     compression="snappy", max_file_size=1 << 27)
+    user = t.schema
+    assert user is not None
+    pipeline = SparkWritePipeline(spark, TableLayout(("k",), (), ("ts",), False), spec, user, parallelism=0)
+    assert pipeline._integer_key() == (None if key_type == "string" else "k")
