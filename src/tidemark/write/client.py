@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -30,7 +30,7 @@ from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.format.schema import avro_schema_json, with_meta_columns
-from tidemark.fsview import FileSystemView
+from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
@@ -342,7 +342,7 @@ class WriteClient:
 
     def _write_weights(
         self,
-        view: FileSystemView,
+        latest: Mapping[FileGroup, BaseFile],
         profile: WorkloadProfile,
         buckets: Sequence[InsertBucket],
         *,
@@ -355,9 +355,8 @@ class WriteClient:
         rows add their estimated size (an update's share is the batch's updates spread evenly
         over the file groups they hit). The engine uses this to spread the writes over tasks.
         """
-        rewrite: dict[FileGroup, int] = {}  # merge-on-read appends logs: no base file is rewritten
-        if not self.merge_on_read:
-            rewrite = {(g.partition_path, g.file_id): g.latest.size for g in view.file_groups()}
+        # Merge-on-read appends logs: no base file is rewritten.
+        rewrite = {} if self.merge_on_read else {group: base.size for group, base in latest.items()}
         weights: dict[FileGroup, int] = {}
         if updates_written and profile.updated:
             share = profile.existing // len(profile.updated) * record_size
@@ -376,16 +375,16 @@ class WriteClient:
         view: FileSystemView,
         pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
-        base_files = {(g.partition_path, g.file_id): g.latest.path for g in view.file_groups()}
+        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups()}
+        base_files = {group: base.path for group, base in latest.items()}
         replaced: dict[str, list[str]] = {}
-        record_size = self._record_size(view.timeline)
         if operation == "delete":
             self.protocol.inflight(pending)
             rows = pipeline.delete_rows(tagged)
             if self.config.early_conflict is not None:
                 self._check_early(pending, pipeline.file_groups_of(rows))
             weights = None if profile is None else self._write_weights(
-                view, profile, (), updates_written=True, record_size=record_size
+                latest, profile, (), updates_written=True, record_size=self._record_size(view.timeline)
             )
             return pipeline.write_file_groups(rows, base_files, weights), replaced
         if self.bucket is not None:
@@ -394,11 +393,14 @@ class WriteClient:
         # findable from base files alone and existing groups only ever get logs appended.
         small_files = operation != "insert_overwrite" and not self.merge_on_read
         assert profile is not None  # the simple index profiles every tagged batch
+        record_size = self._record_size(view.timeline)
         buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files, record_size=record_size)
         updates_written = operation != "insert_overwrite" and not (
             operation == "insert" and self.config.insert_dup_policy == "drop"
         )
-        weights = self._write_weights(view, profile, buckets, updates_written=updates_written, record_size=record_size)
+        weights = self._write_weights(
+            latest, profile, buckets, updates_written=updates_written, record_size=record_size
+        )
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file
