@@ -6,6 +6,10 @@ older than ``interval * tolerable_misses``: only then may another writer (or
 ``tidemark clean``) roll it back. A writer whose own heartbeat expired — its
 thread was starved, the machine slept — aborts instead of committing, because
 someone may already be rolling it back.
+
+The file is empty and its age is its modification time, exactly as Apache Hudi's
+heartbeat client writes and judges it: a live Hudi writer on the same table looks
+alive to tidemark and a live tidemark writer looks alive to Hudi.
 """
 
 from __future__ import annotations
@@ -27,15 +31,12 @@ def now_ms() -> int:
 
 
 def last_heartbeat_ms(storage: Storage, instant_time: str) -> int | None:
-    """Epoch ms of the instant's last heartbeat, or None if it has none."""
-    try:
-        text = storage.read_bytes(heartbeat_path(instant_time)).decode().strip()
-    except FileNotFoundError:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
+    """Epoch ms of the instant's last heartbeat (its file's modification time), or None if it has none.
+
+    Hudi reads the modification time, not the content (its files are empty), so
+    tidemark does too: the same file means the same liveness for both.
+    """
+    return storage.modified_ms(heartbeat_path(instant_time))
 
 
 class HeartbeatPolicy:
@@ -69,7 +70,6 @@ class Heartbeat:
         self.instant_time = instant_time
         self.policy = policy
         self._stop = threading.Event()
-        self._last_ms = 0
         self._thread = threading.Thread(target=self._run, name=f"tidemark-heartbeat-{instant_time}", daemon=True)
 
     def start(self) -> Heartbeat:
@@ -78,9 +78,8 @@ class Heartbeat:
         return self
 
     def beat(self) -> None:
-        stamp = now_ms()
-        self.storage.write_atomic(heartbeat_path(self.instant_time), str(stamp).encode())
-        self._last_ms = stamp
+        # An empty file, rewritten each beat: its modification time is the heartbeat (as in Hudi).
+        self.storage.write_atomic(heartbeat_path(self.instant_time), b"")
 
     def _run(self) -> None:
         while not self._stop.wait(self.policy.interval_ms / 1000):

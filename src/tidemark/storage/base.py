@@ -51,6 +51,10 @@ class Storage(Protocol):
 
     def exists(self, path: str) -> bool: ...
 
+    def modified_ms(self, path: str) -> int | None:
+        """The file's last modification time in epoch milliseconds, or None if it does not exist."""
+        ...
+
     def read_bytes(self, path: str) -> bytes: ...
 
     def write_atomic(self, path: str, data: bytes) -> None:

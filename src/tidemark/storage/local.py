@@ -32,6 +32,12 @@ class LocalStorage:
     def exists(self, path: str) -> bool:
         return os.path.exists(self.full_path(path))
 
+    def modified_ms(self, path: str) -> int | None:
+        try:
+            return os.stat(self.full_path(path)).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return None
+
     def read_bytes(self, path: str) -> bytes:
         with open(self.full_path(path), "rb") as fh:
             return fh.read()
