@@ -14,7 +14,7 @@ The serialized form (base64 of Java ``DataOutput`` bytes, big-endian):
   number of rows (int), then each row: the same header again and its bit vector,
   ``ceil(vector_size / 8)`` bytes, bit ``i`` at byte ``i // 8``, mask ``1 << (i % 8)``.
 
-A key's bit positions come from Hadoop's 32-bit Murmur hash (a MurmurHash2 variant) of
+A key's bit positions come from Hadoop's 32-bit Murmur hash (MurmurHash2 with the tail bytes in reverse order) of
 its UTF-8 bytes, chained: position ``i`` hashes with the previous hash as seed (the first
 with seed 0) and is ``abs(java_remainder(hash, vector_size))``. Rows fill ``nr`` keys each
 while ``rows * nr < max_entries``; after that keys go round-robin over the rows, exactly
@@ -104,11 +104,9 @@ def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndar
                 h = (h * _M) ^ k[:, b]
             left = tail.shape[1]
             if left:
-                if left >= 3:
-                    h ^= tail[:, 2] << np.uint32(16)
-                if left >= 2:
-                    h ^= tail[:, 1] << np.uint32(8)
-                h ^= tail[:, 0]
+                # Hadoop's variant: the first tail byte is the highest (standard MurmurHash2 has it lowest).
+                for j in range(left):
+                    h ^= tail[:, j] << np.uint32(8 * (left - 1 - j))
                 h = h * _M
             h ^= h >> np.uint32(13)
             h = h * _M
