@@ -125,3 +125,53 @@ def test_a_corrupt_filter_is_a_typed_error(text: str) -> None:
 def test_an_unknown_filter_type_is_a_typed_error() -> None:
     with pytest.raises(BloomFilterError, match="SIMPLE"):
         BloomFilter.parse(BloomFilter.build(["a"]).serialize(), "SIMPLE")
+
+
+def _assert_hudi_footers(path: str) -> int:
+    """Every live parquet base file under ``path`` carries Hudi's footer, true to its contents."""
+    import json
+
+    files = [f for f in glob.glob(os.path.join(path, "**", "*.parquet"), recursive=True) if "/.hoodie/" not in f]
+    assert files
+    for f in files:
+        footer = {k.decode(): v.decode() for k, v in (pq.read_metadata(f).metadata or {}).items()}
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).combine_chunks()
+        if len(keys) == 0:
+            continue
+        assert footer[TYPE_CODE_KEY] == "DYNAMIC_V0"
+        assert BloomFilter.parse(footer[FOOTER_KEY]).might_contain(keys).all(), f
+        assert footer[MIN_KEY_KEY] == min(keys.to_pylist()) and footer[MAX_KEY_KEY] == max(keys.to_pylist())
+        avro = json.loads(footer["parquet.avro.schema"])
+        assert [field["name"] for field in avro["fields"]] == pq.read_schema(f).names
+        assert all(field["type"][0] == "null" for field in avro["fields"])
+    return len(files)
+
+
+def test_every_base_file_the_arrow_engine_writes_has_hudis_footer(tmp_path: Path) -> None:
+    import tidemark
+
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key=["id", "part"],
+                                  partition_by="part", ordering_field="ts")
+    rows = pa.table({"id": list(range(200)), "part": [f"p{i % 3}" for i in range(200)],
+                     "ts": [1] * 200, "v": [f"é{i}" for i in range(200)]})
+    table.bulk_insert(rows)
+    table.upsert(rows.slice(0, 50).set_column(2, "ts", pa.array([2] * 50)))
+    table.delete(rows.slice(60, 5).select(["id", "part", "ts"]))
+    table.cluster()
+    assert _assert_hudi_footers(table.path) >= 3
+
+
+@pytest.mark.spark
+def test_every_base_file_spark_writes_has_hudis_footer_including_compaction(spark: Any, tmp_path: Path) -> None:
+    import tidemark
+
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", partition_by="part",
+                                  ordering_field="ts", table_type="MERGE_ON_READ")
+    df = spark.createDataFrame([(i, f"p{i % 2}", 1, f"v{i}") for i in range(100)], "id long, part string, ts long, v string")
+    table.bulk_insert(df)
+    table.upsert(spark.createDataFrame([(i, f"p{i % 2}", 2, "new") for i in range(0, 100, 7)], df.schema))
+    assert table.compact() is not None
+    assert _assert_hudi_footers(table.path) >= 2
+    from conftest import hudi_rs_read
+
+    assert hudi_rs_read(table.path).num_rows == 100

@@ -44,6 +44,7 @@ from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, _constant, parquet_options
+from tidemark.write.footer import table_name_of, with_footer
 
 OPERATION = "COMPACT"
 
@@ -216,7 +217,8 @@ def compact_slice(
     os.makedirs(os.path.dirname(full), exist_ok=True)
     import pyarrow.parquet as pq
 
-    pq.write_table(merged, full, **parquet_options(spec, merged))
+    pq.write_table(with_footer(merged, table_name_of(spec.base_path, spec.table_name)), full,
+                   **parquet_options(spec, merged))
     return WriteStat(
         partition_path=op.partition_path,
         file_id=op.file_id,
