@@ -167,7 +167,8 @@ def test_every_base_file_spark_writes_has_hudis_footer_including_compaction(spar
 
     table = tidemark.Table.create(str(tmp_path / "t"), spark=spark, record_key="id", partition_by="part",
                                   ordering_field="ts", table_type="MERGE_ON_READ")
-    df = spark.createDataFrame([(i, f"p{i % 2}", 1, f"v{i}") for i in range(100)], "id long, part string, ts long, v string")
+    df = spark.createDataFrame([(i, f"p{i % 2}", 1, f"v{i}") for i in range(100)],
+                               "id long, part string, ts long, v string")
     table.bulk_insert(df)
     table.upsert(spark.createDataFrame([(i, f"p{i % 2}", 2, "new") for i in range(0, 100, 7)], df.schema))
     assert table.compact() is not None
