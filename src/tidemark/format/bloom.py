@@ -212,6 +212,16 @@ class BloomFilter:
         return cls(size, hashes, keys_per_row, current, tuple(rows))
 
 
+def footer_size(num_keys: int) -> int:
+    """Bytes the serialized filter of a file of ``num_keys`` keys takes in its footer (default sizing)."""
+    if num_keys <= 0:
+        return 0
+    fill_rows = max(1, -(-DEFAULT_MAX_ENTRIES // DEFAULT_NUM_ENTRIES))
+    rows = min(fill_rows, -(-num_keys // DEFAULT_NUM_ENTRIES))
+    raw = 25 + rows * (13 + (bit_size(DEFAULT_NUM_ENTRIES, DEFAULT_FPP) + 7) // 8)
+    return 4 * -(-raw // 3)
+
+
 def footer_metadata(record_keys: pa.Array) -> dict[str, str]:
     """The footer entries Hudi writes for a base file holding ``record_keys`` (in file order)."""
     if len(record_keys) == 0:

@@ -25,6 +25,7 @@ from tidemark.concurrency.early_conflict import ConflictDetector, ConflictSignal
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, EarlyConflictError, HeartbeatExpiredError, WriteConflictError
+from tidemark.format.bloom import footer_size
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
@@ -318,14 +319,19 @@ class WriteClient:
         return tagged
 
     def _record_size(self, timeline: Timeline) -> int:
-        """Average bytes per record of the latest commit that wrote files, else the estimate."""
+        """Average bytes per record of the latest commit that wrote files, else the estimate.
+
+        Each base file's bloom-filter footer (a fixed ~430 KB, as in Hudi) is taken out first:
+        left in, the records of a commit of a few rows would look enormous and split the next
+        large insert into tiny files.
+        """
         for inst in reversed(timeline.by_completion_time()):
             if not inst.action.writes_data:
                 continue
             # Log files (merge-on-read) hold Avro rows: they say nothing of a base file's record size.
             stats = [s for s in timeline.commit_metadata(inst).write_stats if not s.log_files]
             rows = sum(s.num_writes for s in stats)
-            size = sum(s.file_size for s in stats)
+            size = sum(max(0, s.file_size - footer_size(s.num_writes)) for s in stats)
             if rows > 0 and size > 0:
                 return max(1, size // rows)
         return self.config.record_size_estimate

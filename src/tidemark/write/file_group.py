@@ -36,7 +36,7 @@ from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_write
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
 from tidemark.merge.base import same_values
 from tidemark.storage import LocalStorage
-from tidemark.write.footer import FooterKeys, table_name_of, with_footer
+from tidemark.write.footer import FooterKeys, table_name_of, write_base_file
 
 
 @dataclass(frozen=True)
@@ -229,8 +229,7 @@ def write_file_group(
 
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(with_footer(out, table_name_of(spec.base_path, spec.table_name)), full,
-                   **parquet_options(spec, out))
+    write_base_file(out, full, table_name_of(spec.base_path, spec.table_name), **parquet_options(spec, out))
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,

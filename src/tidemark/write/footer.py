@@ -10,8 +10,10 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from tidemark.format.bloom import footer_metadata
 from tidemark.format.names import RECORD_KEY
@@ -33,10 +35,15 @@ def base_file_footer(record_keys: pa.Array | pa.ChunkedArray, schema: pa.Schema,
     return footer
 
 
-def with_footer(rows: pa.Table, table_name: str) -> pa.Table:
-    """``rows`` carrying the Hudi footer in their schema metadata (``pq.write_table`` writes it out)."""
-    footer = base_file_footer(rows.column(RECORD_KEY), rows.schema, table_name)
-    return rows.replace_schema_metadata({**(rows.schema.metadata or {}), **footer})
+def write_base_file(rows: pa.Table, full_path: str, table_name: str, **options: Any) -> None:
+    """Write ``rows`` as one parquet base file with Hudi's footer.
+
+    The footer goes in as key-value metadata at close, not as schema metadata: pyarrow would
+    also copy schema metadata into its own serialized schema, storing the filter twice.
+    """
+    with pq.ParquetWriter(full_path, rows.schema, **options) as writer:
+        writer.write_table(rows)
+        writer.add_key_value_metadata(base_file_footer(rows.column(RECORD_KEY), rows.schema, table_name))
 
 
 class FooterKeys:
