@@ -319,7 +319,7 @@ class Table:
 
         return write_session(self.spark)
 
-    def _write(self, operation: str, data: Any) -> CommitResult:
+    def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient, counts
 
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
@@ -329,7 +329,10 @@ class Table:
         while True:
             try:
                 with self._engine_session():
-                    outcome = client.write(operation, data, self.schema)
+                    if partition_paths is None:
+                        outcome = client.write(operation, data, self.schema)
+                    else:
+                        outcome = client.delete_partitions(partition_paths, self.schema)
                 break
             except ClusteringConflictError as conflict:
                 # A clustering completed after this write planned and replaced a file group it
@@ -426,6 +429,31 @@ class Table:
     def insert_overwrite(self, data: Any) -> CommitResult:
         """Replace the partitions present in ``data`` with its records (a replacecommit)."""
         return self._write("insert_overwrite", data)
+
+    def insert_overwrite_table(self, data: Any) -> CommitResult:
+        """Replace the whole table with ``data``'s records (a replacecommit; an empty batch empties it).
+
+        Every file group of every partition is replaced, including partitions ``data`` has no
+        rows for. Readers of earlier instants (time travel, incremental) still see the old rows
+        until the cleaner removes the replaced files.
+        """
+        return self._write("insert_overwrite_table", data)
+
+    def delete_partitions(self, partitions: Any) -> CommitResult:
+        """Delete whole partitions (Hudi's ``delete_partition``: a replacecommit of their file groups).
+
+        ``partitions`` is a list of partition paths as stored (``"city=sf"``, or ``"sf"`` without
+        hive-style folders; ``"2024/01/31"`` for several fields), or a batch whose rows' partitions
+        are deleted (it needs the record-key and partition columns, as Hudi's does).
+
+        Raises InvalidInputError, and writes nothing, if the table has no partitions or a path
+        names no partition of the table.
+        """
+        if isinstance(partitions, str):
+            partitions = [partitions]
+        if isinstance(partitions, (list, tuple, set, frozenset)) and all(isinstance(p, str) for p in partitions):
+            return self._write("delete_partition", None, partition_paths=list(partitions))
+        return self._write("delete_partition", partitions)
 
     # -- reads --------------------------------------------------------------------------
     def read_plan(

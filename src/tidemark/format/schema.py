@@ -93,6 +93,18 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     return json.dumps(rec, separators=(",", ":"))
 
 
+def file_avro_schema_json(schema: pa.Schema, table_name: str) -> str:
+    """The Avro schema Hudi's writers put in a base file's footer (``parquet.avro.schema``).
+
+    Every column, meta columns included, as ``["null", type]`` with default null: the form
+    of Hudi's Avro parquet writer, which its readers and bloom index expect to find there.
+    """
+    rec = _record(list(schema), f"{_avro_name(table_name)}_record", f"hoodie.{_avro_name(table_name)}")
+    for f in rec["fields"]:
+        f["type"] = list(reversed(f["type"]))
+    return json.dumps(rec, separators=(",", ":"))
+
+
 def _from_avro(t: Any) -> pa.DataType:
     if isinstance(t, list):
         non_null = [x for x in t if x != "null"]

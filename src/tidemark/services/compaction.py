@@ -44,6 +44,7 @@ from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, _constant, parquet_options
+from tidemark.write.footer import table_name_of, write_base_file
 
 OPERATION = "COMPACT"
 
@@ -214,9 +215,8 @@ def compact_slice(
                                _constant(name, merged.num_rows))
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    import pyarrow.parquet as pq
 
-    pq.write_table(merged, full, **parquet_options(spec, merged))
+    write_base_file(merged, full, table_name_of(spec.base_path, spec.table_name), **parquet_options(spec, merged))
     return WriteStat(
         partition_path=op.partition_path,
         file_id=op.file_id,

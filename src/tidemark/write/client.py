@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -25,6 +25,7 @@ from tidemark.concurrency.early_conflict import ConflictDetector, ConflictSignal
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, EarlyConflictError, HeartbeatExpiredError, WriteConflictError
+from tidemark.format.bloom import footer_size
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
@@ -41,18 +42,12 @@ from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.engine import Frame, WorkloadProfile, WritePipeline
 from tidemark.write.file_group import WriteSpec
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
+from tidemark.write.operation import Overwrite, WriteOperation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
 from tidemark.write.validate import require_columns
 
 log = logging.getLogger(__name__)
 
-OPERATIONS = {
-    "upsert": ("UPSERT", Action.COMMIT),
-    "insert": ("INSERT", Action.COMMIT),
-    "delete": ("DELETE", Action.COMMIT),
-    "bulk_insert": ("BULK_INSERT", Action.COMMIT),
-    "insert_overwrite": ("INSERT_OVERWRITE", Action.REPLACE_COMMIT),
-}
 
 
 @dataclass(frozen=True)
@@ -100,13 +95,32 @@ class WriteClient:
         self.merge_config.check_schema(schema, key_fields=cfg.record_key_fields, partition_fields=cfg.partition_fields)
         return schema
 
-    def write(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
+    def write(
+        self, operation: str | WriteOperation, frame: Frame, table_schema: pa.Schema | None
+    ) -> WriteOutcome:
+        """Run ``operation`` with ``frame``'s rows (retried on conflicts as configured).
+
+        ``delete_partition`` deletes the partitions that ``frame``'s rows belong to.
+        """
+        operation = WriteOperation.parse(operation)
+        return self._with_retries(lambda: self._write_once(operation, frame, table_schema))
+
+    def delete_partitions(self, partition_paths: Iterable[str], table_schema: pa.Schema | None) -> WriteOutcome:
+        """Replace every file group of the named partitions with nothing (``delete_partition``).
+
+        Raises InvalidInputError for a table without partitions, or for a path that names no
+        partition of the table (nothing is written then).
+        """
+        paths = sorted(set(partition_paths))
+        return self._with_retries(lambda: self._delete_partitions_once(paths, table_schema))
+
+    def _with_retries(self, write_once: Callable[[], WriteOutcome]) -> WriteOutcome:
         retries = self.config.retries_on_conflict
         attempt = 0
         while True:
             attempt += 1
             try:
-                outcome = self._write_once(operation, frame, table_schema)
+                outcome = write_once()
                 return replace(outcome, attempts=attempt)
             except (WriteConflictError, HeartbeatExpiredError) as conflict:
                 if attempt > retries:
@@ -182,22 +196,20 @@ class WriteClient:
     def merge_on_read(self) -> bool:
         return self.table_config.table_type == MERGE_ON_READ
 
-    def _write_once(self, operation: str, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
-        op_name, action = OPERATIONS[operation]
-        if self.config.non_blocking:
-            refuse_base_file_operation(operation)
-        if action is Action.COMMIT and self.merge_on_read:
-            action = Action.DELTA_COMMIT
+    def _write_once(self, operation: WriteOperation, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
+        op_name, action = operation.hudi_name, operation.action(merge_on_read=self.merge_on_read)
+        if self.config.non_blocking and operation.replaces_base_files:
+            refuse_base_file_operation(operation.value)
         cfg = self.table_config
-        keys_only = operation == "delete"
-        probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation)
+        keys_only = operation.keys_only
+        probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation.value)
         frame = probe.drop_meta_columns(frame)
         incoming_schema = probe.schema_of(frame)
         if keys_only:
             user_schema = table_schema or incoming_schema
         else:
             user_schema = self._user_schema(incoming_schema, table_schema)
-        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation)
+        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation.value)
         protocol = self.protocol
         protocol.prepare_for_write()
         view = FileSystemView(self.storage, Timeline.load(self.storage))
@@ -206,6 +218,11 @@ class WriteClient:
         prepared = pipeline.prepare(
             frame, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
         )
+        if operation is WriteOperation.DELETE_PARTITION:
+            self._require_partitioned()
+            require_columns("partition", cfg.partition_fields, incoming_schema.names)
+            paths = sorted(pipeline.insert_counts(prepared))
+            return self._delete_partitions_once(paths, table_schema)
         profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
         try:
             tagged: Frame | None
@@ -216,14 +233,14 @@ class WriteClient:
                 tagged = pipeline.persist(tagged)
                 if self.config.non_blocking:
                     view = self._ensure_file_groups(pipeline, tagged, user_schema, view)
-            elif operation == "bulk_insert":
+            elif operation is WriteOperation.BULK_INSERT:
                 batch = pipeline.dedup(prepared) if self.config.combine_before_bulk_insert else prepared
                 tagged = None
             else:
                 batch = pipeline.dedup(prepared)
-                tagged = pipeline.untagged(batch) if operation == "insert_overwrite" else pipeline.tag(batch, view)
+                tagged = pipeline.tag(batch, view) if operation.looks_up_keys else pipeline.untagged(batch)
                 tagged, profile = pipeline.persist_profiled(tagged)  # may reject null keys
-                if operation == "insert":
+                if operation is WriteOperation.INSERT:
                     tagged = self._apply_dup_policy(pipeline, tagged, profile)
 
             pending = protocol.start(op_name, action)
@@ -257,7 +274,49 @@ class WriteClient:
             pipeline.release()
         return WriteOutcome(instant, tuple(stats), op_name, user_schema)
 
-    def _tag_buckets(self, operation: str, pipeline: WritePipeline, batch: Frame, view: FileSystemView) -> Frame:
+    def _require_partitioned(self) -> None:
+        from tidemark.errors import InvalidInputError
+
+        if not self.table_config.partition_fields:
+            raise InvalidInputError(
+                "delete_partition needs a partitioned table; to empty this table, run "
+                "insert_overwrite_table with an empty batch"
+            )
+
+    def _delete_partitions_once(self, paths: Sequence[str], table_schema: pa.Schema | None) -> WriteOutcome:
+        from tidemark.errors import InvalidInputError
+
+        self._require_partitioned()
+        operation = WriteOperation.DELETE_PARTITION
+        protocol = self.protocol
+        protocol.prepare_for_write()
+        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        known = set(view.partitions())
+        unknown = [p for p in paths if p not in known]
+        if unknown or not paths:
+            shown = ", ".join(repr(p) for p in sorted(known)[:5]) or "none"
+            raise InvalidInputError(
+                f"delete_partition: {', '.join(map(repr, unknown)) or 'no partition'} named no partition of the "
+                f"table; its partitions (as stored, e.g. city=sf) include: {shown}"
+            )
+        replaced = _replaced_groups(view, operation.overwrite, set(paths))
+        pending = protocol.start(operation.hudi_name, operation.action(merge_on_read=self.merge_on_read))
+        pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
+        try:
+            protocol.inflight(pending)
+            schema = table_schema or pa.schema([])
+            instant = protocol.complete(
+                pending, [], schema_json=avro_schema_json(schema, self.table_config.name) if table_schema else None,
+                replaced_file_ids=replaced,
+            )
+        except BaseException:
+            protocol.abort_if_pending(pending)
+            raise
+        return WriteOutcome(instant, (), operation.hudi_name, schema)
+
+    def _tag_buckets(
+        self, operation: WriteOperation, pipeline: WritePipeline, batch: Frame, view: FileSystemView
+    ) -> Frame:
         """Bucket index: each row's file group from its key's bucket; a bucket's current file group
         is found by listing (file ids start with the bucket number)."""
         assert self.bucket is not None
@@ -265,12 +324,12 @@ class WriteClient:
         assignment = BucketAssignment(
             self.bucket,
             existing_buckets(groups),
-            salt=new_bucket_salt() if operation == "insert_overwrite" else None,
+            salt=new_bucket_salt() if operation.overwrite is not Overwrite.NONE else None,
             # A non-blocking delete is kept even where the bucket is new: it carries an ordering
             # value and must still win against a concurrent, older insert of the key.
-            only_existing=operation == "delete" and not self.config.non_blocking,
+            only_existing=operation is WriteOperation.DELETE and not self.config.non_blocking,
         )
-        if operation == "insert" and self.config.insert_dup_policy != "none":
+        if operation is WriteOperation.INSERT and self.config.insert_dup_policy != "none":
             # drop / fail need to know which keys exist: the one case that looks keys up.
             batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
         return pipeline.tag_buckets(batch, view, assignment)
@@ -318,14 +377,19 @@ class WriteClient:
         return tagged
 
     def _record_size(self, timeline: Timeline) -> int:
-        """Average bytes per record of the latest commit that wrote files, else the estimate."""
+        """Average bytes per record of the latest commit that wrote files, else the estimate.
+
+        Each base file's bloom-filter footer (a fixed ~430 KB, as in Hudi) is taken out first:
+        left in, the records of a commit of a few rows would look enormous and split the next
+        large insert into tiny files.
+        """
         for inst in reversed(timeline.by_completion_time()):
             if not inst.action.writes_data:
                 continue
             # Log files (merge-on-read) hold Avro rows: they say nothing of a base file's record size.
             stats = [s for s in timeline.commit_metadata(inst).write_stats if not s.log_files]
             rows = sum(s.num_writes for s in stats)
-            size = sum(s.file_size for s in stats)
+            size = sum(max(0, s.file_size - footer_size(s.num_writes)) for s in stats)
             if rows > 0 and size > 0:
                 return max(1, size // rows)
         return self.config.record_size_estimate
@@ -368,7 +432,7 @@ class WriteClient:
 
     def _write_tagged(
         self,
-        operation: str,
+        operation: WriteOperation,
         pipeline: WritePipeline,
         tagged: Frame,
         profile: WorkloadProfile | None,
@@ -378,7 +442,7 @@ class WriteClient:
         latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups()}
         base_files = {group: base.path for group, base in latest.items()}
         replaced: dict[str, list[str]] = {}
-        if operation == "delete":
+        if operation is WriteOperation.DELETE:
             self.protocol.inflight(pending)
             rows = pipeline.delete_rows(tagged)
             if self.config.early_conflict is not None:
@@ -391,12 +455,12 @@ class WriteClient:
             return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
         # Merge-on-read: inserts always start new file groups (base files), so every key stays
         # findable from base files alone and existing groups only ever get logs appended.
-        small_files = operation != "insert_overwrite" and not self.merge_on_read
+        small_files = operation.tops_up_small_files and not self.merge_on_read
         assert profile is not None  # the simple index profiles every tagged batch
         record_size = self._record_size(view.timeline)
         buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files, record_size=record_size)
-        updates_written = operation != "insert_overwrite" and not (
-            operation == "insert" and self.config.insert_dup_policy == "drop"
+        updates_written = operation.looks_up_keys and not (
+            operation is WriteOperation.INSERT and self.config.insert_dup_policy == "drop"
         )
         weights = self._write_weights(
             latest, profile, buckets, updates_written=updates_written, record_size=record_size
@@ -404,9 +468,8 @@ class WriteClient:
         for b in buckets:
             if b.base_file:
                 base_files[(b.partition_path, b.file_id)] = b.base_file
-        if operation == "insert_overwrite":
-            for group in view.file_groups({b.partition_path for b in buckets}):
-                replaced.setdefault(group.partition_path, []).append(group.file_id)
+        if operation.overwrite is not Overwrite.NONE:
+            replaced = _replaced_groups(view, operation.overwrite, {b.partition_path for b in buckets})
             base_files = {}
         self.protocol.inflight(pending, [(b.partition_path, b.file_id) for b in buckets])
         rows = pipeline.route(tagged, buckets)
@@ -419,7 +482,7 @@ class WriteClient:
 
     def _write_buckets(
         self,
-        operation: str,
+        operation: WriteOperation,
         pipeline: WritePipeline,
         tagged: Frame,
         view: FileSystemView,
@@ -428,10 +491,8 @@ class WriteClient:
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
         """Bucket index: every row already carries its bucket's file id; write those file groups."""
         replaced: dict[str, list[str]] = {}
-        if operation == "insert_overwrite":
-            partitions = set(pipeline.insert_counts(tagged))
-            for group in view.file_groups(partitions):
-                replaced.setdefault(group.partition_path, []).append(group.file_id)
+        if operation.overwrite is not Overwrite.NONE:
+            replaced = _replaced_groups(view, operation.overwrite, set(pipeline.insert_counts(tagged)))
             base_files = {}
         self.protocol.inflight(pending)
         rows = pipeline.upsert_rows(tagged, None)
@@ -440,6 +501,14 @@ class WriteClient:
             existing |= {(p, f) for p, ids in replaced.items() for f in ids}
             self._check_early(pending, existing)
         return pipeline.write_file_groups(rows, base_files), replaced
+
+
+def _replaced_groups(view: FileSystemView, overwrite: Overwrite, partitions: set[str]) -> dict[str, list[str]]:
+    """The file groups an overwrite replaces, by partition: the batch's partitions, or all."""
+    replaced: dict[str, list[str]] = {}
+    for group in view.file_groups(None if overwrite is Overwrite.TABLE else partitions):
+        replaced.setdefault(group.partition_path, []).append(group.file_id)
+    return replaced
 
 
 def bucket_spec(cfg: TableConfig) -> BucketSpec | None:
@@ -464,6 +533,7 @@ def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
         merge=client.merge_config,
         log_schema=log_schema_json(user_schema, client.table_config.name) if client.merge_on_read else None,
         log_block_format=client.config.log_block_format,
+        table_name=client.table_config.name,
     )
 
 
@@ -475,4 +545,4 @@ def counts(stats: Sequence[WriteStat]) -> tuple[int, int, int]:
     )
 
 
-__all__ = ["OPERATIONS", "WriteClient", "WriteOutcome", "counts"]
+__all__ = ["WriteClient", "WriteOutcome", "counts"]

@@ -26,6 +26,7 @@ from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
 from tidemark.storage import LocalStorage
 from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec, parquet_options
+from tidemark.write.footer import FooterKeys, table_name_of
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class _Output:
         self.rows = 0
         self._name_index = spec.write.schema.get_field_index(FILE_NAME)
         self._buffer = RowGroupBuffer()  # row groups of a useful size, as bulk inserts write them
+        self._footer = FooterKeys(table_name_of(spec.write.base_path, spec.write.table_name))
 
     def write(self, rows: pa.Table) -> None:
         self.rows += rows.num_rows
@@ -111,11 +113,13 @@ class _Output:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.full, self.spec.write.schema, **parquet_options(self.spec.write, rows))
         self.writer.write_table(rows.set_column(self._name_index, FILE_NAME, name), row_group_size=ROW_GROUP_ROWS)
+        self._footer.add(rows)
 
     def close(self, started: float) -> WriteStat:
         self._flush()
         if self.writer is None:  # a group that received no rows still gets its (empty) file
             self.writer = pq.ParquetWriter(self.full, self.spec.write.schema, **parquet_options(self.spec.write))
+        self.writer.add_key_value_metadata(self._footer.footer(self.spec.write.schema))
         self.writer.close()
         # Hudi counts clustered records as inserts into the new file groups.
         return WriteStat.new_file(self.partition, self.file_id, self.rel_path, rows=self.rows,

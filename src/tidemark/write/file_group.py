@@ -36,6 +36,7 @@ from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_write
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
 from tidemark.merge.base import same_values
 from tidemark.storage import LocalStorage
+from tidemark.write.footer import FooterKeys, table_name_of, write_base_file
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class WriteSpec:
     # log file appended (write.log_append) instead of a rewritten base file.
     log_schema: str | None = None
     log_block_format: str = "avro"  # or "parquet"
+    table_name: str = ""  # names the Avro schema in base-file footers (the folder's name if empty)
 
 
 def _codec(name: str) -> str:
@@ -227,7 +229,7 @@ def write_file_group(
 
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    pq.write_table(out, full, **parquet_options(spec, out))
+    write_base_file(out, full, table_name_of(spec.base_path, spec.table_name), **parquet_options(spec, out))
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
@@ -293,6 +295,7 @@ class _RollingFile:
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
         self._buffer = RowGroupBuffer(max_bytes=min(ROW_GROUP_BYTES, spec.max_file_size))
+        self._footer = FooterKeys(table_name_of(spec.base_path, spec.table_name))
 
     def write(self, rows: pa.Table) -> None:
         full = self._buffer.add(rows)
@@ -307,7 +310,9 @@ class _RollingFile:
     def _write(self, rows: pa.Table) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec, rows))
-        self.writer.write_table(_with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows))
+        stored = _with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows)
+        self.writer.write_table(stored)
+        self._footer.add(stored)
         self.rows += rows.num_rows
 
     def size(self) -> int:
@@ -318,6 +323,7 @@ class _RollingFile:
         self.flush()
         if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
             self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec))
+        self.writer.add_key_value_metadata(self._footer.footer(self.spec.schema))
         self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
                                   file_size=os.path.getsize(self.full),

@@ -39,7 +39,7 @@ from tidemark.markers import IOType, MarkerSpec, open_marker_writer
 from tidemark.storage import Storage
 
 MODE_KEY = "hoodie.write.concurrency.mode"
-REFUSED_OPERATIONS = ("bulk_insert", "insert_overwrite")
+REFUSED_OPERATIONS = ("bulk_insert", "insert_overwrite", "insert_overwrite_table", "delete_partition")
 
 
 def refuse_base_file_operation(operation: str) -> None:

@@ -10,6 +10,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -186,8 +187,16 @@ class ArrowWritePipeline:
         on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
         if by_partition:
             existing = existing.select([*on, FILE_ID_COLUMN])
-        joined = frame.join(existing, keys=on, join_type="left outer")
-        return joined
+        # Join the keys and row positions only, then take: Arrow's hash join cannot carry
+        # nested columns (lists, structs, maps) and need not copy the batch's values at all.
+        positions = frame.select(on).append_column(_SEQ, pa.array(np.arange(frame.num_rows, dtype=np.int64)))
+        found = positions.join(existing, keys=on, join_type="left outer", use_threads=False)
+        found = found.sort_by(_SEQ)
+        looked_up = [c for c in existing.column_names if c not in on]
+        rows = frame.take(found.column(_SEQ))  # a key held twice would appear twice, as with a join
+        for name in looked_up:
+            rows = rows.append_column(name, found.column(name))
+        return rows
 
     def tag_buckets(self, frame: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
         if PARTITION_PATH not in frame.column_names:  # a delete without partition columns: look keys up

@@ -1,0 +1,237 @@
+"""Hudi's record-key bloom filter, in the form Hudi keeps in every base file's footer.
+
+Hudi's writers put a bloom filter of the file's record keys in the parquet footer under
+``org.apache.hudi.bloomfilter`` (type code ``DYNAMIC_V0`` under
+``hoodie_bloom_filter_type_code``) and Hudi's bloom index reads it on every upsert to skip
+files that cannot hold a key. This module builds, serializes, parses and probes that
+filter so that tidemark's files carry one Hudi can use, and tidemark can use Hudi's.
+
+The serialized form (base64 of Java ``DataOutput`` bytes, big-endian):
+
+* the filter header: version ``-1`` (int), number of hash functions (int), hash type (byte,
+  1 = Murmur), vector size in bits (int);
+* ``DYNAMIC_V0`` adds: keys per row ``nr`` (int), keys counted in the current row (int),
+  number of rows (int), then each row: the same header again and its bit vector,
+  ``ceil(vector_size / 8)`` bytes, bit ``i`` at byte ``i // 8``, mask ``1 << (i % 8)``.
+
+A key's bit positions come from Hadoop's 32-bit Murmur hash (MurmurHash2 with the tail bytes in reverse order) of
+its UTF-8 bytes, chained: position ``i`` hashes with the previous hash as seed (the first
+with seed 0) and is ``abs(java_remainder(hash, vector_size))``. Rows fill ``nr`` keys each
+while ``rows * nr < max_entries``; after that keys go round-robin over the rows, exactly
+as Hudi's bounded dynamic filter places them, so the bytes equal Hudi's for the same keys.
+
+Hashing is vectorised with numpy over keys of equal byte length (record keys of one file
+usually share few lengths), so a million keys cost well under a second.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from tidemark.errors import TidemarkError
+
+TYPE_CODE = "DYNAMIC_V0"
+FOOTER_KEY = "org.apache.hudi.bloomfilter"
+TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
+MIN_KEY_KEY = "hoodie_min_record_key"
+MAX_KEY_KEY = "hoodie_max_record_key"
+
+# Hudi's defaults: hoodie.index.bloom.num_entries, .fpp, hoodie.bloom.index.filter.dynamic.max.entries.
+DEFAULT_NUM_ENTRIES = 60_000
+DEFAULT_FPP = 0.000000001
+DEFAULT_MAX_ENTRIES = 100_000
+
+_MURMUR = 1
+_VERSION = -1
+_M = np.uint32(0x5BD1E995)
+
+
+class BloomFilterError(TidemarkError):
+    """A serialized bloom filter could not be read (corrupt footer, unknown type)."""
+
+
+def bit_size(num_entries: int, fpp: float) -> int:
+    """Bits of one row for ``num_entries`` keys at false-positive rate ``fpp`` (Hudi's sizing)."""
+    return int(math.ceil(num_entries * (-math.log(fpp)) / (math.log(2) ** 2)))
+
+
+def num_hashes(bits: int, num_entries: int) -> int:
+    return int(math.ceil(bits / num_entries * math.log(2)))
+
+
+def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(positions, bytes as an (n, length) uint8 matrix) for each byte length among ``keys``."""
+    binary = pa.array(keys, pa.string()).cast(pa.binary()) if not pa.types.is_binary(keys.type) else keys
+    if binary.null_count:
+        raise BloomFilterError("a record key is null; a bloom filter holds only non-null keys")
+    binary = pa.concat_arrays([binary]) if binary.offset else binary  # offsets start at 0
+    offsets = np.frombuffer(binary.buffers()[1], dtype=np.int32, count=len(binary) + 1)
+    data_buffer = binary.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    groups = []
+    for length in np.unique(lengths):
+        positions = np.flatnonzero(lengths == length)
+        starts = offsets[positions]
+        matrix = data[starts[:, None] + np.arange(int(length))] if length else np.zeros((len(positions), 0), np.uint8)
+        groups.append((positions, matrix))
+    return groups
+
+
+def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
+    """(n, hashes) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
+    n, length = matrix.shape
+    blocks = length // 4
+    with np.errstate(over="ignore"):
+        # The mixed 4-byte blocks do not depend on the seed: compute them once for all hashes.
+        k = matrix[:, : blocks * 4].copy().view("<u4").astype(np.uint32) if blocks else np.zeros((n, 0), np.uint32)
+        k = k * _M
+        k ^= k >> np.uint32(24)
+        k = k * _M
+        tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
+        out = np.empty((n, hashes), dtype=np.int64)
+        seed = np.zeros(n, dtype=np.uint32)
+        for i in range(hashes):
+            h = seed ^ np.uint32(length)
+            for b in range(blocks):
+                h = (h * _M) ^ k[:, b]
+            left = tail.shape[1]
+            if left:
+                # Hadoop's variant: the first tail byte is the highest (standard MurmurHash2 has it lowest).
+                for j in range(left):
+                    h ^= tail[:, j] << np.uint32(8 * (left - 1 - j))
+                h = h * _M
+            h ^= h >> np.uint32(13)
+            h = h * _M
+            h ^= h >> np.uint32(15)
+            seed = h
+            signed = h.view(np.int32).astype(np.int64)
+            out[:, i] = np.abs(np.fmod(signed, vector_size))  # Java: Math.abs(h % size)
+    return out
+
+
+def _row_of_each_key(count: int, keys_per_row: int, max_entries: int) -> tuple[np.ndarray, int, int]:
+    """Which row each key (in insertion order) lands in; the number of rows; the current-row count."""
+    fill_rows = max(1, -(-max_entries // keys_per_row))
+    order = np.arange(count, dtype=np.int64)
+    rows = np.minimum(order // keys_per_row, fill_rows - 1)
+    spill = order - fill_rows * keys_per_row  # keys past the bound go round-robin, the first one to row 0
+    late = spill >= 0
+    rows[late] = np.where(spill[late] == 0, 0, (spill[late] - 1) % fill_rows)
+    used_rows = max(1, min(fill_rows, -(-count // keys_per_row)))
+    current = count - (used_rows - 1) * keys_per_row
+    return rows, used_rows, current
+
+
+@dataclass(frozen=True)
+class BloomFilter:
+    """A ``DYNAMIC_V0`` bloom filter: ``rows`` bit vectors of ``vector_size`` bits each."""
+
+    vector_size: int
+    hashes: int
+    keys_per_row: int
+    current_row_count: int
+    rows: tuple[np.ndarray, ...]  # each a bool array of vector_size bits
+
+    @classmethod
+    def build(
+        cls,
+        keys: pa.Array | Sequence[str],
+        *,
+        num_entries: int = DEFAULT_NUM_ENTRIES,
+        fpp: float = DEFAULT_FPP,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+    ) -> BloomFilter:
+        """The filter Hudi builds when it adds ``keys`` in this order (same bytes when serialized)."""
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        size = bit_size(num_entries, fpp)
+        hashes = num_hashes(size, num_entries)
+        row_of, used_rows, current = _row_of_each_key(len(array), num_entries, max_entries)
+        bits = [np.zeros(size, dtype=bool) for _ in range(used_rows)]
+        for positions, matrix in _utf8_groups(array):
+            where = _bit_positions(matrix, hashes, size)
+            for row in range(used_rows):
+                mine = row_of[positions] == row
+                if mine.any():
+                    bits[row][where[mine].ravel()] = True
+        return cls(size, hashes, num_entries, current, tuple(bits))
+
+    def might_contain(self, keys: pa.Array | Sequence[str]) -> np.ndarray:
+        """For each key, False when the file surely does not hold it, True when it may."""
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        result = np.zeros(len(array), dtype=bool)
+        for positions, matrix in _utf8_groups(array):
+            where = _bit_positions(matrix, self.hashes, self.vector_size)
+            hit = np.zeros(len(positions), dtype=bool)
+            for bits in self.rows:
+                hit |= bits[where].all(axis=1)
+            result[positions] = hit
+        return result
+
+    def serialize(self) -> str:
+        """Base64 text, byte for byte what Hudi's ``serializeToString`` writes for the same filter."""
+        header = struct.pack(">iiBi", _VERSION, self.hashes, _MURMUR, self.vector_size)
+        parts = [header, struct.pack(">iii", self.keys_per_row, self.current_row_count, len(self.rows))]
+        for bits in self.rows:
+            parts.append(header)
+            parts.append(np.packbits(bits, bitorder="little").tobytes())
+        return base64.b64encode(b"".join(parts)).decode("ascii")
+
+    @classmethod
+    def parse(cls, text: str | bytes, type_code: str = TYPE_CODE) -> BloomFilter:
+        """Read a filter from a footer value; raises BloomFilterError if it is not a readable ``DYNAMIC_V0``."""
+        if type_code != TYPE_CODE:
+            raise BloomFilterError(f"bloom filter type {type_code!r} is not supported (only {TYPE_CODE})")
+        try:
+            raw = base64.b64decode(text, validate=True)
+            version, hashes, hash_type, size = struct.unpack_from(">iiBi", raw, 0)
+            keys_per_row, current, row_count = struct.unpack_from(">iii", raw, 13)
+            offset = 25
+            n_bytes = (size + 7) // 8
+            rows = []
+            for _ in range(row_count):
+                struct.unpack_from(">iiBi", raw, offset)
+                offset += 13
+                chunk = np.frombuffer(raw, dtype=np.uint8, count=n_bytes, offset=offset)
+                offset += n_bytes
+                rows.append(np.unpackbits(chunk, bitorder="little")[:size].astype(bool))
+        except (ValueError, struct.error) as error:
+            raise BloomFilterError(f"the bloom filter could not be read: {error}") from error
+        if version != _VERSION or hash_type != _MURMUR or offset != len(raw) or row_count < 1:
+            raise BloomFilterError(
+                f"the bloom filter is not a Murmur-hashed {TYPE_CODE} filter "
+                f"(version {version}, hash type {hash_type}, {len(raw) - offset} bytes left over)"
+            )
+        return cls(size, hashes, keys_per_row, current, tuple(rows))
+
+
+def footer_size(num_keys: int) -> int:
+    """Bytes the serialized filter of a file of ``num_keys`` keys takes in its footer (default sizing)."""
+    if num_keys <= 0:
+        return 0
+    fill_rows = max(1, -(-DEFAULT_MAX_ENTRIES // DEFAULT_NUM_ENTRIES))
+    rows = min(fill_rows, -(-num_keys // DEFAULT_NUM_ENTRIES))
+    raw = 25 + rows * (13 + (bit_size(DEFAULT_NUM_ENTRIES, DEFAULT_FPP) + 7) // 8)
+    return 4 * -(-raw // 3)
+
+
+def footer_metadata(record_keys: pa.Array) -> dict[str, str]:
+    """The footer entries Hudi writes for a base file holding ``record_keys`` (in file order)."""
+    if len(record_keys) == 0:
+        return {}
+    import pyarrow.compute as pc
+
+    bounds = pc.min_max(record_keys)
+    return {
+        FOOTER_KEY: BloomFilter.build(record_keys).serialize(),
+        TYPE_CODE_KEY: TYPE_CODE,
+        MIN_KEY_KEY: bounds["min"].as_py(),
+        MAX_KEY_KEY: bounds["max"].as_py(),
+    }
