@@ -24,6 +24,7 @@ from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
+from tidemark.write.key_pruning import files_that_may_hold
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import plan_columns, require_columns
 
@@ -44,6 +45,20 @@ def as_arrow_table(data: Any) -> pa.Table:
         f"the Arrow engine (a Table opened with spark=None) writes pyarrow Tables, not {type(data).__name__}; "
         "open the table with spark=... to write Spark DataFrames"
     )
+
+
+def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool) -> dict[str, pa.Array]:
+    """The batch's record keys per partition path (every key for every file's partition when the
+    batch has no partition paths: a delete that gave only keys)."""
+    keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string())
+    if not by_partition:
+        return {f.partition_path: keys for f in files}
+    encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
+    groups = np.split(order, bounds)
+    return {str(p): keys.take(pa.array(g)) for p, g in zip(encoded.dictionary.to_pylist(), groups, strict=True)}
 
 
 class ArrowWritePipeline:
@@ -174,6 +189,8 @@ class ArrowWritePipeline:
         by_partition = PARTITION_PATH in frame.column_names
         partitions = sorted(set(frame.column(PARTITION_PATH).to_pylist())) if by_partition else None
         files = view.latest_base_files(partitions)
+        # Hudi's bloom index: the files' footers (key range, bloom filter) rule files out unread.
+        files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
         pieces = []
         for f in files:
             keys = pq.read_table(view.storage.full_path(f.path), columns=[RECORD_KEY, PARTITION_PATH])
