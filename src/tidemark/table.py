@@ -539,7 +539,7 @@ class Table:
                 pipeline = self._pipeline_factory()(None, schema, "upsert")
                 run_slices = pipeline.compact_slices
             stats = compaction.execute(
-                self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
+                self.storage, plan, user_schema=schema, ordering_fields=cfg.ordering_fields,
                 merger=self.merger(),
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
                 run_slices=run_slices,

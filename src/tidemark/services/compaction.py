@@ -238,7 +238,6 @@ def execute(
     plan: CompactionPlan,
     *,
     user_schema: pa.Schema,
-    table_name: str,
     ordering_fields: Sequence[str],
     merger: RecordMerger,
     compression: str,
