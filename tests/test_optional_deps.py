@@ -145,3 +145,31 @@ def test_asking_for_spark_without_pyspark_names_the_extra(tmp_path: Path, ask: s
     else:
         assert done.stdout.startswith("raised pyspark spark: "), done.stdout
         assert not (tmp_path / "t" / ".hoodie").exists()  # nothing written
+
+
+def test_demo_outside_a_source_checkout_says_where_it_is(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An installed package has no examples/: `tidemark demo` (any arguments) says where the demo is."""
+    from tidemark.cli import demo
+    from tidemark.cli.main import main
+
+    monkeypatch.setattr(demo, "EXAMPLES", tmp_path / "no-examples")
+    monkeypatch.delitem(sys.modules, demo.MODULE_NAME, raising=False)
+    for argv in (["demo"], ["demo", "--keep", "--path", str(tmp_path / "t")], ["demo", "--help"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.strip().startswith("error: the demo is not part of the installed package"), err
+        assert "examples/demo.py" in err and "scripts/demo.sh" in err
+        assert "Traceback" not in err
+    assert not (tmp_path / "t").exists()
+    assert main(["--help"]) == 0
+    assert "\n  demo " in capsys.readouterr().out
+
+
+def test_the_demo_of_the_checkout_is_the_example() -> None:
+    from tidemark.cli import demo
+
+    example = demo.load_example()
+    assert example is not None
+    assert Path(example.__file__ or "") == Path(__file__).resolve().parents[1] / "examples" / "demo.py"

@@ -22,10 +22,12 @@ EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 MODULE_NAME = "tidemark_example_demo"
 
 
-def load_example(examples: Path = EXAMPLES) -> ModuleType | None:
-    """``examples/demo.py`` as a module, or None when this is not a source checkout."""
+def load_example(examples: Path | None = None) -> ModuleType | None:
+    """``examples/demo.py`` (of ``examples``, by default the checkout's) as a module, or None when
+    there is none (an installed package)."""
     if MODULE_NAME in sys.modules:
         return sys.modules[MODULE_NAME]
+    examples = examples or EXAMPLES
     script = examples / "demo.py"
     if not script.is_file():
         return None
@@ -56,8 +58,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             epilog="examples:\n  tidemark demo      (from a source checkout)\n"
             "  scripts/demo.sh    sets up a checkout and runs it",
             formatter_class=HelpFormatter,
+            prefix_chars="+",  # takes every argument as it is (--help too), to answer each the same way
+            add_help=False,
         )
-        parser.add_argument("args", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        parser.add_argument("args", nargs="*", help=argparse.SUPPRESS)
         parser.set_defaults(run=_missing)
         return
     parser = commands.add_parser(
