@@ -88,6 +88,10 @@ examples:
       non_blocking_concurrency_control; readers merge per column group (the
       latest fare and the latest status of every trip, whatever the arrival
       order); a compactor runs meanwhile; no write ever aborts
+
+The demo is examples/demo.py of the source repository (tidemark demo runs it
+from a checkout); python examples/demo.py and scripts/demo.sh take the same
+arguments.
 """
 
 
