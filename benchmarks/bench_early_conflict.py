@@ -40,16 +40,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import tidemark  # noqa: E402
-from tidemark.concurrency.early_conflict import (  # noqa: E402
-    AsyncConflictChecker,
-    ConflictDetector,
-    DetectionStrategy,
-    EarlyConflictSettings,
-)
 from tidemark.config import resolve_write_config  # noqa: E402
+from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings  # noqa: E402
 from tidemark.format.names import marker_dir  # noqa: E402
 from tidemark.markers import IOType, Marker, MarkerSpec, open_marker_writer, read_markers  # noqa: E402
 from tidemark.markers.direct import DirectMarkerWriter  # noqa: E402
+from tidemark.markers.early_conflict import AsyncConflictChecker, ConflictDetector  # noqa: E402
 from tidemark.markers.server import MarkerServer, MarkerServerClient  # noqa: E402
 from tidemark.services import rollback as rollback_module  # noqa: E402
 from tidemark.storage import LocalStorage  # noqa: E402

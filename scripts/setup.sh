@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything tidemark needs on a fresh Debian machine, idempotently:
 # Java 17 (if `java` is missing), a virtual environment in .venv, and the
-# package with its test and benchmark extras. Safe to run again: it only
+# package with its test and spark extras (TIDEMARK_EXTRAS overrides them). Safe to run again: it only
 # installs what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,7 +33,8 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 
-EXTRAS=${TIDEMARK_EXTRAS:-test}
+# The demo and the tests need Spark (the spark extra) and hudi-rs, pytest, ruff, mypy (test).
+EXTRAS=${TIDEMARK_EXTRAS:-test,spark}
 stamp=".venv/.tidemark-installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${EXTRAS//,/_}"
 if [ ! -f "$stamp" ]; then
   log "installing tidemark[$EXTRAS] and its dependencies (the first time builds the pyspark wheel: a few minutes)"

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export PYSPARK_PYTHON="$PWD/.venv/bin/python"
 echo "[test] ruff" >&2
-.venv/bin/ruff check src tests benchmarks
+.venv/bin/ruff check src tests benchmarks examples
 echo "[test] mypy" >&2
 .venv/bin/mypy
 echo "[test] pytest" >&2

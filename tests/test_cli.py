@@ -654,7 +654,8 @@ def test_demo_end_to_end(capsys: pytest.CaptureFixture[str], cli_spark: Any, tmp
 def test_multi_stream_demo_end_to_end(capsys: pytest.CaptureFixture[str], cli_spark: Any, tmp_path: Path) -> None:
     """Two Spark writers on their own column groups (NBCC) plus a compactor: no aborts, the
     per-group latest values in tidemark's read, and in hudi-rs's after the final compaction."""
-    from tidemark.cli.demo_multistream import expected_rows, make_streams
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+    from multi_stream_demo import expected_rows, make_streams
 
     path = tmp_path / "wide"
     code, out, err = run(capsys, "demo", "--multi-stream", "--rows", "120", "--path", str(path))

@@ -26,18 +26,14 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read, rows_of
-from tidemark.concurrency.early_conflict import (
-    ConflictDetector,
-    DetectionStrategy,
-    EarlyConflictSettings,
-    file_group_lock,
-)
 from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.config import resolve_write_config
+from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
 from tidemark.errors import ConfigError, EarlyConflictError
 from tidemark.fsview import FileSystemView
 from tidemark.markers import IOType, Marker, MarkerSpec, open_marker_writer, read_markers
 from tidemark.markers.direct import DirectMarkerWriter
+from tidemark.markers.early_conflict import ConflictDetector, file_group_lock
 from tidemark.markers.listing import MARKERS_TYPE_FILE, marked_data_files
 from tidemark.markers.server import MarkerServer, MarkerServerClient
 from tidemark.storage import LocalStorage
@@ -380,7 +376,7 @@ def test_transactional_strategy_checks_and_creates_under_the_file_group_lock(tab
                                                                                        frozenset())
     script = textwrap.dedent(f"""
         import json, sys
-        from tidemark.concurrency.early_conflict import DetectionStrategy, EarlyConflictSettings
+        from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
         from tidemark.errors import EarlyConflictError
         from tidemark.markers import IOType, MarkerSpec, open_marker_writer
         from tidemark.storage import LocalStorage
@@ -727,7 +723,7 @@ def test_spark_write_with_the_marker_server(spark: Any, tmp_path: Path) -> None:
 
 def test_a_task_that_stops_signals_the_driver_which_cancels_the_job(table: tidemark.Table) -> None:
     """Engines retry failed tasks; the signal file lets the driver cancel at the first stop."""
-    from tidemark.concurrency.early_conflict import ConflictSignalWatcher
+    from tidemark.markers.early_conflict import ConflictSignalWatcher
 
     storage = LocalStorage(table.path)
     f0 = file_group_of(table, "p0")

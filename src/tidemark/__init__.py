@@ -12,6 +12,7 @@ from tidemark.errors import (
     InvalidInputError,
     LockTimeoutError,
     MissingColumnError,
+    MissingDependencyError,
     NotSavepointedError,
     NullRecordKeyError,
     SchemaMismatchError,
@@ -35,30 +36,13 @@ def register(spark: object) -> None:
     """Make ``spark.read.format("tidemark")`` available in ``spark``.
 
     Table.create and Table.open with a SparkSession do this for you; call it to
-    read with the data source before touching any Table.
+    read with the data source before touching any Table. Importing tidemark
+    registers nothing: registration is this explicit call.
     """
-    from tidemark.engines.spark.datasource import register as _register
+    from tidemark.engines.spark import register as _register
 
     _register(spark)
 
-
-def _register_with_active_session() -> None:
-    # Only if the user's program already imported pyspark and started a session.
-    import sys
-
-    if "pyspark.sql" not in sys.modules:
-        return
-    try:
-        from pyspark.sql import SparkSession
-
-        session = SparkSession.getActiveSession()
-        if session is not None:
-            register(session)
-    except Exception:  # registration is a convenience; never fail the import for it
-        pass
-
-
-_register_with_active_session()
 
 __all__ = [
     "Action",
@@ -79,6 +63,7 @@ __all__ = [
     "InstantNotFoundError",
     "InvalidInputError",
     "MissingColumnError",
+    "MissingDependencyError",
     "NotSavepointedError",
     "NullRecordKeyError",
     "RestoreResult",

@@ -12,6 +12,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableNotFoundError          the path holds no tidemark/Hudi table
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
+    ├── MissingDependencyError      an optional dependency (an extra) is not installed
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
@@ -111,6 +112,18 @@ class TableExistsError(TidemarkError):
 
 class UnsupportedTableError(TidemarkError):
     """A table this version of tidemark cannot work with safely (another table version...)."""
+
+
+class MissingDependencyError(TidemarkError):
+    """What was asked needs a package that is not installed (``package``); the message names the
+    extra that brings it, e.g. ``pip install 'tidemark[spark]'`` for PySpark."""
+
+    def __init__(self, package: str, extra: str, purpose: str) -> None:
+        super().__init__(
+            f"{purpose} needs {package}, which is not installed: pip install 'tidemark[{extra}]'"
+        )
+        self.package = package
+        self.extra = extra
 
 
 class InstantNotFoundError(TidemarkError):

@@ -128,6 +128,9 @@ def _names(value: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
 def _spark_to_arrow(schema: Any) -> pa.Schema | None:
     if schema is None or isinstance(schema, pa.Schema):
         return schema
+    from tidemark.engines.spark import require_pyspark
+
+    require_pyspark("a schema given as a Spark type or DDL string")
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -154,7 +157,7 @@ class Table:
         self._schema: pa.Schema | None = None
         self._commit_protocol: Any = None
         if spark is not None:
-            from tidemark.engines.spark.datasource import register
+            from tidemark.engines.spark import register
 
             register(spark)
 
@@ -564,7 +567,7 @@ class Table:
                 pipeline = self._pipeline_factory()(None, schema, "upsert")
                 run_slices = pipeline.compact_slices
             stats = compaction.execute(
-                self.storage, plan, user_schema=schema, table_name=cfg.name, ordering_fields=cfg.ordering_fields,
+                self.storage, plan, user_schema=schema, ordering_fields=cfg.ordering_fields,
                 merger=self.merger(),
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
                 run_slices=run_slices,

@@ -191,7 +191,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
             if args.dry_run:
                 return _print_plan(ui, table, kwargs)
             return _cluster(ui, table, kwargs)
-    from tidemark.cli.demo import start_spark
+    from tidemark.engines.spark.session import start_spark
 
     with tempfile.TemporaryDirectory(prefix="tidemark-cluster-") as scratch:
         spark, made = start_spark(scratch)

@@ -15,7 +15,7 @@ Parser = Callable[[str], Any]
 
 
 def parse_detection_strategy(value: str) -> Any:
-    from tidemark.concurrency.early_conflict import parse_detection_strategy as parse
+    from tidemark.config.early_conflict import parse_detection_strategy as parse
 
     return parse(value)
 

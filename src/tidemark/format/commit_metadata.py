@@ -57,10 +57,6 @@ class WriteStat:
     log_files_compacted: int = 0
     log_records_compacted: int = 0
 
-    @property
-    def is_log(self) -> bool:
-        return bool(self.log_files)
-
     @classmethod
     def new_file(
         cls, partition_path: str, file_id: str, path: str, *, rows: int, file_size: int, write_time_ms: int

@@ -59,16 +59,5 @@ def marker_dir(instant_time: str) -> str:
     return f"{TEMP_DIR}/{instant_time}"
 
 
-def marker_path(instant_time: str, data_file_path: str, io_type: str) -> str:
-    """Direct marker of a data file: ``.hoodie/.temp/<t>/<partition>/<file>.marker.<IO>``."""
-    return f"{marker_dir(instant_time)}/{data_file_path}.marker.{io_type}"
-
-
-def data_path_of_marker(instant_time: str, marker: str) -> str:
-    prefix = marker_dir(instant_time) + "/"
-    rel = marker[len(prefix) :] if marker.startswith(prefix) else marker
-    return rel.rsplit(".marker.", 1)[0]
-
-
 def partition_metafile_content(instant_time: str, depth: int, written_at: str) -> bytes:
     return (f"#partition metadata\n#{written_at}\ncommitTime={instant_time}\npartitionDepth={depth}\n").encode()

@@ -113,10 +113,6 @@ class TableConfig:
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def is_partitioned(self) -> bool:
-        return bool(self.partition_fields)
-
-    @property
     def merge_mode(self) -> str:
         if self.record_merge_mode:
             return self.record_merge_mode

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 from tidemark.format.names import parse_base_file_name
 
 if TYPE_CHECKING:
-    from tidemark.concurrency.early_conflict import EarlyConflictSettings
+    from tidemark.config.early_conflict import EarlyConflictSettings
 
 MARKER_INFIX = ".marker."
 

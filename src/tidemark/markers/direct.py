@@ -9,7 +9,7 @@ from tidemark.markers.base import IOType, Marker
 from tidemark.storage import Storage
 
 if TYPE_CHECKING:
-    from tidemark.concurrency.early_conflict import ConflictDetector
+    from tidemark.markers.early_conflict import ConflictDetector
 
 
 class DirectMarkerWriter:

@@ -16,7 +16,7 @@ Each ``MARKERS<n>`` file is rewritten whole and atomically (temp file + rename),
 so readers in other writers never see a torn file.
 
 With the ``async_timeline_server`` early-conflict strategy the server also runs
-the :class:`~tidemark.concurrency.early_conflict.AsyncConflictChecker`; once it
+the :class:`~tidemark.markers.early_conflict.AsyncConflictChecker`; once it
 found a conflict every further marker request is refused with it (HTTP 409), and
 ``on_conflict`` lets the driver cancel its running tasks at once.
 
@@ -48,7 +48,8 @@ from tidemark.markers.listing import MARKERS_TYPE_FILE
 from tidemark.storage import Storage
 
 if TYPE_CHECKING:
-    from tidemark.concurrency.early_conflict import AsyncConflictChecker, EarlyConflict, EarlyConflictSettings
+    from tidemark.config.early_conflict import EarlyConflictSettings
+    from tidemark.markers.early_conflict import AsyncConflictChecker, EarlyConflict
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class MarkerServer:
         for thread in self._threads:
             thread.start()
         if self.early_conflict is not None:
-            from tidemark.concurrency.early_conflict import AsyncConflictChecker, ConflictDetector
+            from tidemark.markers.early_conflict import AsyncConflictChecker, ConflictDetector
 
             detector = ConflictDetector(self.storage, self.early_conflict)
             self.checker = AsyncConflictChecker(detector, self.markers, self._conflict_found).start()

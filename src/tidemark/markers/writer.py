@@ -22,7 +22,7 @@ def open_marker_writer(storage: Storage, instant_time: str, spec: MarkerSpec) ->
         return MarkerServerClient(spec.server_url, instant_time)
     detector = None
     if spec.early_conflict is not None:
-        from tidemark.concurrency.early_conflict import ConflictDetector  # markers <- concurrency
+        from tidemark.markers.early_conflict import ConflictDetector
 
         detector = ConflictDetector(storage, spec.early_conflict)
     return DirectMarkerWriter(storage, instant_time, detector)

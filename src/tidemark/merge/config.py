@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tidemark.errors import ConfigError
-from tidemark.format.properties import MERGE_STRATEGY_IDS, TableConfig
+from tidemark.format.properties import TableConfig
 from tidemark.merge.base import RecordMerger
 from tidemark.merge.mergers import (
     ColumnGroup,
@@ -95,10 +95,6 @@ class MergeConfig:
     partial_update: bool = False
     column_groups: tuple[ColumnGroup, ...] = ()
     custom_class: str | None = None
-
-    @property
-    def strategy_id(self) -> str:
-        return MERGE_STRATEGY_IDS[self.mode]
 
     @classmethod
     def of_table(cls, table: TableConfig) -> MergeConfig:

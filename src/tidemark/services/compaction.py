@@ -43,8 +43,9 @@ from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
-from tidemark.write.file_group import WriteSpec, _constant, parquet_options
+from tidemark.write.file_group import WriteSpec, parquet_options
 from tidemark.write.footer import table_name_of, write_base_file
+from tidemark.write.meta_columns import constant
 
 OPERATION = "COMPACT"
 
@@ -212,7 +213,7 @@ def compact_slice(
     )
     # Records keep their commit time and sequence number: the compaction changes no record.
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
-                               _constant(name, merged.num_rows))
+                               constant(name, merged.num_rows))
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
 
@@ -238,7 +239,6 @@ def execute(
     plan: CompactionPlan,
     *,
     user_schema: pa.Schema,
-    table_name: str,
     ordering_fields: Sequence[str],
     merger: RecordMerger,
     compression: str,

@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from tidemark.concurrency.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, EarlyConflictError, HeartbeatExpiredError, WriteConflictError
@@ -33,6 +32,7 @@ from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
+from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
 from tidemark.storage import Storage

@@ -5,7 +5,9 @@ the rows of the current base file that the batch does not touch (with their own
 ``_hoodie_commit_time``), applies updates and deletes, appends inserts, and
 writes one new base file after creating its marker. :func:`write_new_files`
 writes fresh file groups from a stream of batches (bulk insert), rolling over
-at the target file size. Both return :class:`WriteStat` records only.
+at the target file size. Both return :class:`WriteStat` records only. On a
+merge-on-read table an existing file group gets a log file instead
+(:mod:`tidemark.write.log_append`).
 """
 
 from __future__ import annotations
@@ -13,9 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -32,30 +32,14 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
-from tidemark.markers import IOType, MarkerSpec, MarkerWriter, open_marker_writer
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, MergeConfig
+from tidemark.markers import IOType, MarkerWriter, open_marker_writer
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
 from tidemark.storage import LocalStorage
 from tidemark.write.footer import FooterKeys, table_name_of, write_base_file
-
-
-@dataclass(frozen=True)
-class WriteSpec:
-    """Everything a task needs to write file groups of one commit; picklable."""
-
-    base_path: str
-    instant_time: str
-    schema: pa.Schema  # of base files: meta columns + user columns
-    ordering_fields: tuple[str, ...]
-    compression: str
-    max_file_size: int
-    markers: MarkerSpec = MarkerSpec()  # how tasks keep markers (and detect conflicts early)
-    merge: MergeConfig = MergeConfig()  # the table's record merging
-    # Merge-on-read: the Avro schema of log blocks. When set, existing file groups get a
-    # log file appended (write.log_append) instead of a rewritten base file.
-    log_schema: str | None = None
-    log_block_format: str = "avro"  # or "parquet"
-    table_name: str = ""  # names the Avro schema in base-file footers (the folder's name if empty)
+from tidemark.write.log_append import append_log_file
+from tidemark.write.meta_columns import constant, with_meta_columns
+from tidemark.write.spec import WriteSpec
 
 
 def _codec(name: str) -> str:
@@ -100,37 +84,6 @@ def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, 
     }
 
 
-def _constant(value: str, n: int) -> pa.Array:
-    return pa.repeat(pa.scalar(value, pa.string()), n)
-
-
-def _sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
-    """``<prefix>_<start>``, ``<prefix>_<start+1>``, ... computed in Arrow, not per row in Python."""
-    numbers = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
-    return pc.binary_join_element_wise(prefix, numbers, "_")
-
-
-def _with_meta(rows: pa.Table, spec: WriteSpec, file_name: str, seq_prefix: str, start: int) -> pa.Table:
-    """New or updated rows: set commit time, sequence number and file name."""
-    n = rows.num_rows
-    cols = {
-        COMMIT_TIME: _constant(spec.instant_time, n),
-        COMMIT_SEQNO: _sequence_numbers(seq_prefix, start, n),
-        RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
-        PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
-        FILE_NAME: _constant(file_name, n),
-    }
-    arrays = []
-    for field in spec.schema:
-        if field.name in cols:
-            arrays.append(cols[field.name])
-        elif field.name in rows.column_names:
-            arrays.append(rows.column(field.name).cast(field.type))
-        else:
-            arrays.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(arrays, schema=spec.schema)
-
-
 def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
     """The batch's rows with every column of ``schema`` (absent ones null: a delete carries only
     its key and ordering values) plus the op column."""
@@ -145,7 +98,7 @@ def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
         else:
             arrays.append(pa.nulls(n, field.type))
         fields.append(field)
-    ops = incoming.column(OP_COLUMN) if OP_COLUMN in incoming.column_names else _constant(OP_UPSERT, n)
+    ops = incoming.column(OP_COLUMN) if OP_COLUMN in incoming.column_names else constant(OP_UPSERT, n)
     return pa.Table.from_arrays([*arrays, ops], schema=pa.schema([*fields, pa.field(OP_COLUMN, pa.string())]))
 
 
@@ -166,8 +119,6 @@ def write_file_group(
     is the table-relative path of the current version, or None for a new group.
     """
     if spec.log_schema is not None and base_file is not None:
-        from tidemark.write.log_append import append_log_file
-
         return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
                                base_file=base_file, token=token, task_partition=task_partition)
     started = time.monotonic()
@@ -200,7 +151,7 @@ def write_file_group(
         fresh_rows = incoming.filter(pc.invert(matched_mask))
         # The table's merger decides, per stored record, what the batch's record makes of it.
         older = touched.select(matched.column_names[:-1])
-        older = older.append_column(OP_COLUMN, _constant(OP_UPSERT, older.num_rows))
+        older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
         newer = matched.cast(older.schema)
         merged = merger.merge(older, newer) if touched.num_rows else older
         deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False)
@@ -215,7 +166,7 @@ def write_file_group(
         num_updates = updates.num_rows
         kept = pa.concat_tables([kept, touched.filter(unchanged)])
         if kept.num_rows:
-            kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME, _constant(name, kept.num_rows))
+            kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME, constant(name, kept.num_rows))
             pieces.append(kept)
     else:
         updates = incoming.slice(0, 0)
@@ -224,7 +175,7 @@ def write_file_group(
     inserts = fresh_rows.filter(pc.not_equal(fresh_rows.column(OP_COLUMN), OP_DELETE))
     fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
-    pieces.append(_with_meta(fresh, spec, name, seq_prefix, 0))
+    pieces.append(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
     out = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
     full = storage.full_path(rel_path)
@@ -310,7 +261,8 @@ class _RollingFile:
     def _write(self, rows: pa.Table) -> None:
         if self.writer is None:
             self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec, rows))
-        stored = _with_meta(rows, self.spec, self.name, self.seq_prefix, self.rows)
+        stored = with_meta_columns(rows, self.spec.schema, self.spec.instant_time, self.name, self.seq_prefix,
+                                   self.rows)
         self.writer.write_table(stored)
         self._footer.add(stored)
         self.rows += rows.num_rows

@@ -35,32 +35,14 @@ from tidemark.format.log_file import (
     parquet_data_block,
     writes_delete_ordering,
 )
-from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITION_PATH, RECORD_KEY, join_partition
+from tidemark.format.names import PARTITION_PATH, RECORD_KEY, join_partition
 from tidemark.markers import IOType, open_marker_writer
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.storage import LocalStorage
-from tidemark.write.file_group import OP_COLUMN, OP_DELETE, OP_UPSERT, WriteSpec, _constant, _sequence_numbers
+from tidemark.write.meta_columns import with_meta_columns
+from tidemark.write.spec import WriteSpec
 
 LOG_VERSION = 1  # table version 8: every deltacommit writes a new log file of its own
-
-
-def _log_rows(rows: pa.Table, spec: WriteSpec, file_id: str, seq_prefix: str) -> pa.Table:
-    n = rows.num_rows
-    meta = {
-        COMMIT_TIME: _constant(spec.instant_time, n),
-        COMMIT_SEQNO: _sequence_numbers(seq_prefix, 0, n),
-        RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
-        PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
-        FILE_NAME: _constant(file_id, n),  # Hudi puts the file id, not a file name, in log records
-    }
-    arrays = []
-    for field in spec.schema:
-        if field.name in meta:
-            arrays.append(meta[field.name])
-        elif field.name in rows.column_names:
-            arrays.append(rows.column(field.name).cast(field.type))
-        else:
-            arrays.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(arrays, schema=spec.schema)
 
 
 def _delete_ordering_values(deletes: pa.Table, spec: WriteSpec) -> list[int]:
@@ -106,7 +88,9 @@ def append_log_file(
     deletes = incoming.filter(pc.equal(ops, OP_DELETE))
     chunks = []
     if upserts.num_rows:
-        rows = _log_rows(upserts, spec, file_id, f"{spec.instant_time}_{task_partition}")
+        # Hudi puts the file id, not a file name, in the _hoodie_file_name of log records.
+        seq_prefix = f"{spec.instant_time}_{task_partition}"
+        rows = with_meta_columns(upserts, spec.schema, spec.instant_time, file_id, seq_prefix)
         if spec.log_block_format == "parquet":
             codec = "none" if spec.compression in ("none", "uncompressed") else spec.compression
             block = parquet_data_block(spec.instant_time, spec.log_schema, rows, compression=codec)

@@ -1,0 +1,31 @@
+"""The Spark engine: writes, reads and table services as Spark jobs, and the data source.
+
+Everything below this package imports PySpark (the ``spark`` extra); this module does
+not, so the rest of tidemark can ask for it without importing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark.errors import MissingDependencyError
+
+
+def require_pyspark(purpose: str) -> None:
+    """Return if PySpark can be imported; else raise :class:`MissingDependencyError` saying that
+    ``purpose`` needs it and which extra brings it (``pip install 'tidemark[spark]'``)."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise MissingDependencyError("pyspark", "spark", purpose) from None
+
+
+def register(spark: Any) -> None:
+    """Make ``spark.read.format("tidemark")`` available in the session ``spark`` (idempotent).
+
+    :class:`tidemark.Table` calls it when it is given a session; ``tidemark.register`` is the
+    same call for a program that reads with the data source before touching any Table.
+    """
+    from tidemark.engines.spark.datasource import register as register_data_source
+
+    register_data_source(spark)

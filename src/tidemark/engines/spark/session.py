@@ -1,4 +1,7 @@
-"""Spark session settings that hold while tidemark runs a write.
+"""The Spark sessions tidemark starts, and the settings that hold while it runs a write.
+
+:func:`start_spark` gives the CLI's ``--spark`` commands (and the demo) a session:
+the active one, or a quiet local one.
 
 Spark 4 caps every Arrow batch it sends to Python both by rows
 (``spark.sql.execution.arrow.maxRecordsPerBatch``, 10,000 by default) and by bytes
@@ -18,10 +21,17 @@ who has set ``maxBytesPerBatch`` on the session (say, for rows of tens of KiB, w
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from tidemark.engines.spark import require_pyspark
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 MAX_BYTES_PER_BATCH = "spark.sql.execution.arrow.maxBytesPerBatch"
 NO_BYTE_CAP = str(2**31 - 1)  # Int.MaxValue: the one value for which Spark skips the check
@@ -64,3 +74,54 @@ def write_session(spark: Any) -> Iterator[None]:
                 del _holds[key]
                 if hold.changed:
                     spark.conf.unset(MAX_BYTES_PER_BATCH)
+
+
+_LOG4J = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# PySpark's gateway logger: at the root level, Spark skips its "Setting default log level" note.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+
+def start_spark(scratch: str, *, app_name: str = "tidemark") -> tuple[SparkSession, bool]:
+    """The active SparkSession if there is one, else a new local one; second: whether we made it
+    (then the caller stops it). A new session runs ``local[2]`` with its UI off, the FAIR
+    scheduler (concurrent writers' jobs share the cores instead of queueing) and Spark's logs
+    quiet, configured by a file written into ``scratch``, a folder of the caller's.
+
+    Raises :class:`~tidemark.errors.MissingDependencyError` when PySpark is not installed.
+    """
+    require_pyspark("a Spark session")
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    log4j = os.path.join(scratch, "log4j2.properties")
+    with open(log4j, "w") as fh:
+        fh.write(_LOG4J)
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.shuffle.partitions", "4")
+        # Jobs of the concurrent writers share the two cores instead of queueing.
+        .config("spark.scheduler.mode", "FAIR")
+        # Quiet from the first line: setLogLevel only applies once the JVM is up.
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark, True

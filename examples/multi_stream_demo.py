@@ -1,4 +1,5 @@
-"""``tidemark demo --multi-stream``: two streams write their own columns of one wide table at once.
+"""The multi-stream story of the demo (``examples/demo.py --multi-stream``): two streams write
+their own columns of one wide table at once.
 
 A merge-on-read table with a bucket index, written with non-blocking concurrency
 control and merged by column group (``hoodie.record.merge.column.groups``): the
@@ -22,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from multi_writer_demo import print_chart, read_with_hudi_rs
 from rich.markup import escape
 from rich.text import Text
 
@@ -191,8 +193,6 @@ def _compare(ui: Ui, name: str, records: Iterable[Mapping[str, Any]], want: Mapp
 def tell(ui: Ui, spark: SparkSession, table_path: str, trips: int) -> tuple[bool, int]:
     """The multi-stream story; returns whether every check passed and how many commits were made."""
     from pyspark import InheritableThread
-
-    from tidemark.cli.demo import print_chart, read_with_hudi_rs
 
     streams = make_streams(trips)
     table = Table.create(table_path, spark=spark, record_key="trip_id", partition_by="city",

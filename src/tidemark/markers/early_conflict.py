@@ -26,12 +26,14 @@ Strategies (``...early.conflict.detection.strategy``):
 
 The check reads only what it needs: the timeline, the heartbeats of older
 pending writers, and the marker folder of the one partition of each of them.
+It lives with the markers because it is a check over markers: the marker writers
+and the marker server call it. Its settings (the strategy and the options that tune
+it) are in :mod:`tidemark.config.early_conflict`, where the option resolver reads them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import enum
 import fcntl
 import hashlib
 import json
@@ -39,10 +41,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
-from tidemark.errors import ConfigError, EarlyConflictError
+from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
+from tidemark.errors import EarlyConflictError
 from tidemark.format.names import marker_dir
 from tidemark.markers.base import Marker
 from tidemark.markers.listing import markers_in_partitions
@@ -56,56 +59,6 @@ _WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 FILE_GROUP_LOCK_DIR = ".hoodie/.locks/file-groups"
 FILE_GROUP_LOCK_STRIPES = 256
 CONFLICT_SIGNAL = "EARLY_CONFLICT"  # in the write's marker folder
-
-
-class DetectionStrategy(str, enum.Enum):
-    SIMPLE_DIRECT = "simple_direct"
-    TRANSACTIONAL_DIRECT = "transactional_direct"
-    ASYNC_TIMELINE_SERVER = "async_timeline_server"
-
-    @property
-    def uses_direct_markers(self) -> bool:
-        return self is not DetectionStrategy.ASYNC_TIMELINE_SERVER
-
-
-# Hudi's class names, so Hudi users' settings work as they are.
-_HUDI_CLASSES = {
-    "org.apache.hudi.table.marker.SimpleDirectMarkerBasedDetectionStrategy": DetectionStrategy.SIMPLE_DIRECT,
-    "org.apache.hudi.table.marker.SimpleTransactionDirectMarkerBasedDetectionStrategy": (
-        DetectionStrategy.TRANSACTIONAL_DIRECT
-    ),
-    "org.apache.hudi.timeline.service.handlers.marker.AsyncTimelineServerBasedDetectionStrategy": (
-        DetectionStrategy.ASYNC_TIMELINE_SERVER
-    ),
-}
-
-
-def parse_detection_strategy(value: str) -> DetectionStrategy:
-    text = str(value).strip()
-    if text in _HUDI_CLASSES:
-        return _HUDI_CLASSES[text]
-    try:
-        return DetectionStrategy(text.lower())
-    except ValueError:
-        names = ", ".join(s.value for s in DetectionStrategy)
-        raise ValueError(f"expected one of {names} (or Hudi's class name)") from None
-
-
-@dataclass(frozen=True)
-class EarlyConflictSettings:
-    """How one write detects conflicts early; picklable (it travels to the tasks)."""
-
-    strategy: DetectionStrategy
-    check_commit_conflict: bool = False
-    heartbeat_expiry_ms: int = 120_000
-    async_initial_delay_ms: int = 0
-    async_period_ms: int = 30_000
-    # Set per write once its instant exists:
-    instant_time: str = ""
-    seen: frozenset[str] = frozenset()  # instants completed in the snapshot the write planned against
-
-    def for_write(self, instant_time: str, seen: frozenset[str]) -> EarlyConflictSettings:
-        return replace(self, instant_time=instant_time, seen=seen)
 
 
 @dataclass(frozen=True)
@@ -367,20 +320,3 @@ class AsyncConflictChecker:
         self._stop.set()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-
-
-def validate(settings: EarlyConflictSettings, marker_type: str) -> None:
-    """Strategy and marker type must fit together (raises ConfigError)."""
-    server = marker_type == "TIMELINE_SERVER_BASED"
-    if settings.strategy.uses_direct_markers and server:
-        raise ConfigError(
-            f"early conflict detection strategy {settings.strategy.value} works on direct markers; "
-            "set hoodie.write.markers.type=DIRECT or use async_timeline_server",
-            key="hoodie.write.concurrency.early.conflict.detection.strategy",
-        )
-    if not settings.strategy.uses_direct_markers and not server:
-        raise ConfigError(
-            "early conflict detection strategy async_timeline_server needs the marker server: "
-            "set hoodie.write.markers.type=TIMELINE_SERVER_BASED or use simple_direct / transactional_direct",
-            key="hoodie.write.concurrency.early.conflict.detection.strategy",
-        )
