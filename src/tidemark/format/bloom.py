@@ -47,6 +47,7 @@ MAX_KEY_KEY = "hoodie_max_record_key"
 DEFAULT_NUM_ENTRIES = 60_000
 DEFAULT_FPP = 0.000000001
 DEFAULT_MAX_ENTRIES = 100_000
+MIN_FOOTER_ENTRIES = 1_000
 
 _MURMUR = 1
 _VERSION = -1
@@ -212,13 +213,25 @@ class BloomFilter:
         return cls(size, hashes, keys_per_row, current, tuple(rows))
 
 
+def footer_entries(num_keys: int) -> int:
+    """Keys per row of the filter tidemark writes for a file of ``num_keys`` keys.
+
+    Hudi sizes every file's filter for 60,000 keys (about 430 KB of footer, even for a file of
+    three rows); its readers take the sizing from the serialized filter, so any sizing reads.
+    tidemark sizes small files' filters to their keys (at least 1,000) at the same
+    false-positive rate, and uses Hudi's own sizing, byte for byte, from 60,000 keys up.
+    """
+    return min(max(num_keys, MIN_FOOTER_ENTRIES), DEFAULT_NUM_ENTRIES)
+
+
 def footer_size(num_keys: int) -> int:
-    """Bytes the serialized filter of a file of ``num_keys`` keys takes in its footer (default sizing)."""
+    """Bytes the serialized filter of a file of ``num_keys`` keys takes in its footer."""
     if num_keys <= 0:
         return 0
-    fill_rows = max(1, -(-DEFAULT_MAX_ENTRIES // DEFAULT_NUM_ENTRIES))
-    rows = min(fill_rows, -(-num_keys // DEFAULT_NUM_ENTRIES))
-    raw = 25 + rows * (13 + (bit_size(DEFAULT_NUM_ENTRIES, DEFAULT_FPP) + 7) // 8)
+    per_row = footer_entries(num_keys)
+    fill_rows = max(1, -(-DEFAULT_MAX_ENTRIES // per_row))
+    rows = min(fill_rows, -(-num_keys // per_row))
+    raw = 25 + rows * (13 + (bit_size(per_row, DEFAULT_FPP) + 7) // 8)
     return 4 * -(-raw // 3)
 
 
@@ -230,7 +243,7 @@ def footer_metadata(record_keys: pa.Array) -> dict[str, str]:
 
     bounds = pc.min_max(record_keys)
     return {
-        FOOTER_KEY: BloomFilter.build(record_keys).serialize(),
+        FOOTER_KEY: BloomFilter.build(record_keys, num_entries=footer_entries(len(record_keys))).serialize(),
         TYPE_CODE_KEY: TYPE_CODE,
         MIN_KEY_KEY: bounds["min"].as_py(),
         MAX_KEY_KEY: bounds["max"].as_py(),
