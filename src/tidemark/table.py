@@ -108,11 +108,17 @@ class ClusteringResult:
 
 @dataclass(frozen=True)
 class IncrementalResult:
-    """Rows of an incremental read, and the checkpoint to pass as ``start`` next time."""
+    """Rows of an incremental read, and the checkpoint to pass as ``start`` next time.
 
-    rows: Any  # a Spark DataFrame
+    ``deletes`` holds the records the same commits deleted: their last stored values,
+    ``_hoodie_commit_time`` of the deleting commit, and ``_hoodie_operation`` = ``delete``.
+    Apply ``rows`` and ``deletes`` in ``_hoodie_commit_time`` order to keep a mirror exact.
+    """
+
+    rows: Any  # a Spark DataFrame, or a pyarrow Table with spark=None
     checkpoint: str | None
     instants: tuple[Instant, ...]
+    deletes: Any = None  # same kind as rows
 
 
 def _names(value: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
@@ -518,7 +524,28 @@ class Table:
         started before others but completed after them.
         """
         plan = self.incremental_plan(start=start, end=end)
-        return IncrementalResult(self._read_plan(plan), plan.end, plan.instants)
+        return IncrementalResult(self._read_plan(plan), plan.end, plan.instants, self._deleted_by(plan.instants))
+
+    def _deleted_by(self, instants: Sequence[Instant]) -> Any:
+        """The records ``instants`` deleted (see :mod:`tidemark.read.changes`), as the engine's frame."""
+        from tidemark.format.log_file import delete_ordering_field
+        from tidemark.format.schema import with_meta_columns
+        from tidemark.read.changes import OPERATION_COLUMN, deleted_records
+
+        schema = with_meta_columns(self.schema or pa.schema([]))
+        timeline = Timeline.load(self.storage)
+        active = {i.requested_time for i in timeline.instants}
+        if any(i.requested_time not in active for i in instants):
+            timeline = timeline.with_history()
+        deleted = deleted_records(
+            self.storage, timeline, instants, merger=self.merger(), schema=schema,
+            delete_ordering_field=delete_ordering_field(self.config.ordering_fields),
+        ) if self.schema is not None else schema.append(pa.field(OPERATION_COLUMN, pa.string())).empty_table()
+        if self.spark is None:
+            return deleted
+        from tidemark.engines.spark.reader import arrow_to_spark
+
+        return arrow_to_spark(self.spark, deleted)
 
     # -- maintenance --------------------------------------------------------------------
     def _compact_inline(self) -> None:

@@ -42,6 +42,14 @@ def _merged_slices(
     return descriptors.mapInArrow(merge, from_arrow_schema(arrow_schema))
 
 
+def arrow_to_spark(spark: SparkSession, rows: pa.Table) -> DataFrame:
+    """A small Arrow table (computed on the driver) as a DataFrame with the same schema."""
+    schema = from_arrow_schema(rows.schema)
+    if rows.num_rows == 0:
+        return spark.createDataFrame([], schema)
+    return spark.createDataFrame(rows, schema)
+
+
 def read_plan(
     spark: SparkSession,
     storage: Storage,
