@@ -10,6 +10,8 @@ from tidemark.errors import (
     HeartbeatExpiredError,
     InstantNotFoundError,
     InvalidInputError,
+    InvalidPartitionValueError,
+    InvalidRecordKeyError,
     LockTimeoutError,
     MissingColumnError,
     NotSavepointedError,
@@ -20,6 +22,7 @@ from tidemark.errors import (
     TidemarkError,
     UnknownOptionError,
     UnsupportedTableError,
+    UnsupportedTypeError,
     WriteConflictError,
 )
 from tidemark.services.archive import ArchiveResult
@@ -78,6 +81,8 @@ __all__ = [
     "Instant",
     "InstantNotFoundError",
     "InvalidInputError",
+    "InvalidPartitionValueError",
+    "InvalidRecordKeyError",
     "MissingColumnError",
     "NotSavepointedError",
     "NullRecordKeyError",
@@ -91,6 +96,7 @@ __all__ = [
     "TidemarkError",
     "UnknownOptionError",
     "UnsupportedTableError",
+    "UnsupportedTypeError",
     "WriteConflictError",
     "register",
 ]
