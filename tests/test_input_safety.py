@@ -341,8 +341,7 @@ def test_a_delete_or_empty_first_write_does_not_fix_the_schema(
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_schema_messages_say_what_to_do(spark: Any, tmp_path: Path, engine: str) -> None:
-    t = _create(engine, spark, tmp_path / "t", record_key="id", ordering_field="ts",
-                options={"hoodie.write.set.null.for.missing.columns": "true"})
+    t = _create(engine, spark, tmp_path / "t", record_key="id", ordering_field="ts")
     t.upsert(_batch(engine, spark, [(1, "sf", 1, "a")]))
     wide = pa.schema([*ARROW_SCHEMA, ("extra", pa.int64())])
     with pytest.raises(SchemaMismatchError, match="does not add columns") as info:

@@ -134,7 +134,9 @@ class ArrowWritePipeline:
             frame = frame.select([c for c in names if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, names)
-            require_columns("ordering", layout.ordering_fields, names)  # never filled with nulls
+            # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
+            if not allow_missing:
+                require_columns("ordering", layout.ordering_fields, names)
             plan = plan_columns(frame.schema, self.user_schema, allow_missing=allow_missing)
             columns = []
             for field in self.user_schema:

@@ -272,7 +272,9 @@ class SparkWritePipeline:
             df = df.select(*[c for c in df.columns if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, df.columns)
-            require_columns("ordering", layout.ordering_fields, df.columns)  # never filled with nulls
+            # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
+            if not allow_missing:
+                require_columns("ordering", layout.ordering_fields, df.columns)
             plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
             # One projection per step: every DataFrame Spark builds is analysed again on the driver.
             aligned = {
