@@ -10,6 +10,8 @@ from tidemark.errors import (
     HeartbeatExpiredError,
     InstantNotFoundError,
     InvalidInputError,
+    InvalidPartitionValueError,
+    InvalidRecordKeyError,
     LockTimeoutError,
     MissingColumnError,
     MissingDependencyError,
@@ -21,6 +23,7 @@ from tidemark.errors import (
     TidemarkError,
     UnknownOptionError,
     UnsupportedTableError,
+    UnsupportedTypeError,
     WriteConflictError,
 )
 from tidemark.services.archive import ArchiveResult
@@ -62,6 +65,8 @@ __all__ = [
     "Instant",
     "InstantNotFoundError",
     "InvalidInputError",
+    "InvalidPartitionValueError",
+    "InvalidRecordKeyError",
     "MissingColumnError",
     "MissingDependencyError",
     "NotSavepointedError",
@@ -76,6 +81,7 @@ __all__ = [
     "TidemarkError",
     "UnknownOptionError",
     "UnsupportedTableError",
+    "UnsupportedTypeError",
     "WriteConflictError",
     "register",
 ]

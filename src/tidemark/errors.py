@@ -8,7 +8,10 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InvalidInputError           the batch cannot be written as given
     │   ├── NullRecordKeyError      a record-key field is null
     │   ├── MissingColumnError      a key, partition or ordering column is absent
-    │   └── SchemaMismatchError     the batch does not fit the table's schema
+    │   ├── SchemaMismatchError     the batch does not fit the table's schema
+    │   │   └── UnsupportedTypeError  a column's type (or value) no Hudi reader can read back
+    │   ├── InvalidRecordKeyError   a record-key value or type that cannot be a Hudi key
+    │   └── InvalidPartitionValueError  a partition value that cannot be a folder of the table
     ├── TableNotFoundError          the path holds no tidemark/Hudi table
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
@@ -91,6 +94,33 @@ class SchemaMismatchError(InvalidInputError):
     def __init__(self, message: str, *, problems: Sequence[str] = ()) -> None:
         super().__init__(message)
         self.problems = list(problems)
+
+
+class UnsupportedTypeError(SchemaMismatchError):
+    """A column whose type, or one of its values, Hudi readers (Spark, hudi-rs) cannot read back."""
+
+    def __init__(self, column: str, message: str) -> None:
+        super().__init__(f"column {column!r}: {message}", problems=[message])
+        self.column = column
+
+
+class InvalidRecordKeyError(InvalidInputError):
+    """A record-key field whose type or value cannot be part of a Hudi record key."""
+
+    def __init__(self, field: str, message: str, *, value: object = None) -> None:
+        super().__init__(f"record key field {field!r}: {message}")
+        self.field = field
+        self.value = value
+
+
+class InvalidPartitionValueError(InvalidInputError):
+    """A partition value (or partition field type) that cannot become a folder of the table."""
+
+    def __init__(self, partition_path: str, message: str) -> None:
+        super().__init__(
+            f"partition path {partition_path!r} cannot be written: {message}. Nothing was written."
+        )
+        self.partition_path = partition_path
 
 
 class TableNotFoundError(TidemarkError):

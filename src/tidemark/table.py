@@ -30,6 +30,7 @@ from tidemark.errors import (
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
+from tidemark.format.partition_path import URL_ENCODE_KEY
 from tidemark.format.properties import (
     COPY_ON_WRITE,
     MERGE_ON_READ,
@@ -214,6 +215,11 @@ class Table:
                 if absent:
                     raise ConfigError(f"the schema lacks the {role} column(s) {absent}")
             merge.check_schema(arrow_schema, key_fields=keys, partition_fields=partitions)
+            from tidemark.write.validate import check_key_types, check_storable, storable_schema
+
+            arrow_schema = storable_schema(arrow_schema)
+            check_key_types(arrow_schema, keys, partitions)
+            check_storable(arrow_schema)
         config = TableConfig(
             name=name,
             table_type=table_type,
@@ -221,6 +227,7 @@ class Table:
             partition_fields=partitions,
             ordering_fields=ordering,
             hive_style_partitioning=parse_option("hoodie.datasource.write.hive_style_partitioning", raw),
+            partition_url_encode=parse_option(URL_ENCODE_KEY, raw),
             create_schema=avro_schema_json(arrow_schema, name) if arrow_schema is not None else None,
             database=parse_option("hoodie.database.name", raw),
             **_merge_fields(raw, merge),
@@ -264,12 +271,9 @@ class Table:
         return self._schema
 
     def _load_schema(self) -> pa.Schema | None:
-        timeline = Timeline.load(self.storage)
-        latest = timeline.last_completed_data_instant()
-        if latest is not None:
-            schema_json = timeline.commit_metadata(latest).schema_json
-            if schema_json:
-                return arrow_schema_from_avro(schema_json)
+        schema_json = Timeline.load(self.storage).latest_schema_json()
+        if schema_json:
+            return arrow_schema_from_avro(schema_json)
         if self.config.create_schema:
             return arrow_schema_from_avro(self.config.create_schema)
         return None
@@ -305,7 +309,8 @@ class Table:
         from tidemark.write.client import bucket_spec
 
         layout = TableLayout(cfg.record_key_fields, cfg.partition_fields, cfg.ordering_fields,
-                             cfg.hive_style_partitioning, merge=MergeConfig.of_table(cfg), bucket=bucket_spec(cfg))
+                             cfg.hive_style_partitioning, merge=MergeConfig.of_table(cfg), bucket=bucket_spec(cfg),
+                             url_encode=cfg.partition_url_encode)
         if self.spark is None:
             from tidemark.engines.arrow.writer import ArrowWritePipeline
 
@@ -366,7 +371,7 @@ class Table:
                             self.write_config.retries_on_conflict + 1)
         if lost:
             outcome = replace(outcome, attempts=outcome.attempts + lost)
-        if self._schema is None:
+        if self._schema is None and outcome.schema is not None:
             self._adopt_schema(outcome.schema)
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
             self._compact_inline()
@@ -476,7 +481,9 @@ class Table:
         plan = snapshot_plan(
             self.storage, Timeline.load(self.storage), as_of=as_of, read_optimized=query == "read_optimized"
         )
-        files = prune(plan.files, filters, self.config.partition_fields, self.config.hive_style_partitioning)
+        cfg = self.config
+        files = prune(plan.files, filters, cfg.partition_fields, cfg.hive_style_partitioning,
+                      url_encode=cfg.partition_url_encode)
         return ReadPlan(tuple(files), plan.commit_times, logs=plan.logs)
 
     def incremental_plan(self, *, start: str | None = None, end: str | None = None) -> ReadPlan:
@@ -810,7 +817,9 @@ def _query_type(value: str) -> str:
     return query
 
 
-_TABLE_KEYS = {"hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning"}
+_TABLE_KEYS = {
+    "hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning", URL_ENCODE_KEY,
+}
 _MERGE_KEYS = (
     "hoodie.record.merge.mode",
     "hoodie.table.partial.update.mode",
@@ -881,6 +890,14 @@ def _check_concurrency_mode(write_config: WriteConfig, config: TableConfig) -> N
 
 def _check_table_options(raw: Mapping[str, str], props: Mapping[str, str]) -> None:
     """Table-scope options given to open() must agree with hoodie.properties: they cannot change."""
+    if URL_ENCODE_KEY in raw:
+        stored_encode = props.get(URL_ENCODE_KEY, "false").strip().lower() == "true"
+        if parse_option(URL_ENCODE_KEY, raw) != stored_encode:
+            raise ConfigError(
+                f"{URL_ENCODE_KEY} is fixed when a table is created (it decides how partition folders are "
+                f"named): this table has {str(stored_encode).lower()!r}, the options give {raw[URL_ENCODE_KEY]!r}",
+                key=URL_ENCODE_KEY,
+            )
     for key in (*_MERGE_KEYS, *_INDEX_KEYS):
         if key not in raw:
             continue

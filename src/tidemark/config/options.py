@@ -91,6 +91,15 @@ OPTIONS: tuple[Option, ...] = (
         "table",
     ),
     Option(
+        "hoodie.datasource.write.partitionpath.urlencode",
+        "false",
+        parse_bool,
+        "Escape partition values as Hudi does ('/', ':', '%', '=', control characters... as %XX) so any "
+        "value can be a folder; without it values holding '/' or control characters are refused. "
+        "Fixed when the table is created.",
+        "table",
+    ),
+    Option(
         "hoodie.record.merge.mode",
         None,
         choice("COMMIT_TIME_ORDERING", "EVENT_TIME_ORDERING", "CUSTOM"),

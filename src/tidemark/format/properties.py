@@ -99,6 +99,7 @@ class TableConfig:
     partition_fields: tuple[str, ...] = ()
     ordering_fields: tuple[str, ...] = ()
     hive_style_partitioning: bool = True
+    partition_url_encode: bool = False  # hoodie.datasource.write.partitionpath.urlencode
     create_schema: str | None = None  # Avro JSON of the user columns
     database: str = "default"
     # Record merging (validated and turned into a merger by tidemark.merge.MergeConfig).
@@ -144,7 +145,7 @@ class TableConfig:
                 "hoodie.table.recordkey.fields": ",".join(self.record_key_fields),
                 "hoodie.table.keygenerator.type": keygen,
                 "hoodie.datasource.write.hive_style_partitioning": str(self.hive_style_partitioning).lower(),
-                "hoodie.datasource.write.partitionpath.urlencode": "false",
+                "hoodie.datasource.write.partitionpath.urlencode": str(self.partition_url_encode).lower(),
                 "hoodie.datasource.write.drop.partition.columns": "false",
                 "hoodie.record.merge.mode": self.merge_mode,
                 "hoodie.record.merge.strategy.id": MERGE_STRATEGY_IDS.get(self.merge_mode, ""),
@@ -196,6 +197,7 @@ class TableConfig:
             "hoodie.table.precombine.field",
             ALL_ORDERING_FIELDS,
             "hoodie.datasource.write.hive_style_partitioning",
+            "hoodie.datasource.write.partitionpath.urlencode",
             "hoodie.table.create.schema",
             "hoodie.database.name",
             "hoodie.record.merge.mode",
@@ -215,6 +217,8 @@ class TableConfig:
             partition_fields=_split(props.get("hoodie.table.partition.fields")),
             ordering_fields=_split(ordering),
             hive_style_partitioning=props.get("hoodie.datasource.write.hive_style_partitioning", "false").lower()
+            == "true",
+            partition_url_encode=props.get("hoodie.datasource.write.partitionpath.urlencode", "false").strip().lower()
             == "true",
             create_schema=props.get("hoodie.table.create.schema"),
             database=props.get("hoodie.database.name", "default"),

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.errors import InvalidInputError
+from tidemark.format.partition_path import partition_values
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.fsview.view import FileGroup, LogFile
 from tidemark.storage import Storage
@@ -56,17 +57,6 @@ def check_instant_time(value: str, what: str) -> str:
     return str(value)
 
 
-def partition_values(partition_path: str, fields: Sequence[str], hive_style: bool) -> dict[str, str]:
-    parts = partition_path.split("/") if partition_path else []
-    values = {}
-    for i, name in enumerate(fields):
-        raw = parts[i] if i < len(parts) else ""
-        if hive_style and "=" in raw:
-            raw = raw.split("=", 1)[1]
-        values[name] = raw
-    return values
-
-
 def _matches(value: str, op: str, target: Any) -> bool:
     def typed(v: Any) -> Any:
         if isinstance(target, (int, float)) and not isinstance(target, bool):
@@ -99,7 +89,10 @@ def prune(
     filters: Sequence[PartitionFilter] | None,
     fields: Sequence[str],
     hive_style: bool,
+    *,
+    url_encode: bool = False,
 ) -> list[BaseFile]:
+    """The files whose partition values (decoded as written) pass every filter."""
     if not filters:
         return list(files)
     for column, _, _ in filters:
@@ -110,7 +103,7 @@ def prune(
             )
     out = []
     for f in files:
-        values = partition_values(f.partition_path, fields, hive_style)
+        values = partition_values(f.partition_path, fields, hive_style, url_encode=url_encode)
         if all(_matches(values[c], op, v) for c, op, v in filters):
             out.append(f)
     return out

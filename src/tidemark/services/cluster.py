@@ -166,8 +166,7 @@ class ScheduledClustering:
 
 def _latest_schema_json(timeline: Timeline) -> str | None:
     """The table schema as the latest completed write left it (Avro JSON)."""
-    latest = timeline.last_completed_data_instant()
-    return timeline.commit_metadata(latest).schema_json if latest is not None else None
+    return timeline.latest_schema_json()
 
 
 @dataclass(frozen=True)

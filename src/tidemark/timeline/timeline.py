@@ -258,6 +258,19 @@ class Timeline:
         done = self.completed_data_instants
         return max(done, key=lambda i: i.completion_time or "") if done else None
 
+    def latest_schema_json(self) -> str | None:
+        """The table schema (Avro JSON) of the latest completed write that recorded one.
+
+        Writes that fix no schema (a delete or an empty write on a table without one yet)
+        record none; they are passed over.
+        """
+        done = sorted(self.completed_data_instants, key=lambda i: i.completion_time or "", reverse=True)
+        for instant in done:
+            schema_json = self.commit_metadata(instant).schema_json
+            if schema_json:
+                return schema_json
+        return None
+
     def max_time(self) -> str | None:
         """The largest requested or completion time on the timeline."""
         times = [i.requested_time for i in self._instants]

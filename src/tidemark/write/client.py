@@ -44,7 +44,7 @@ from tidemark.write.file_group import WriteSpec
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.operation import Overwrite, WriteOperation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
-from tidemark.write.validate import require_columns
+from tidemark.write.validate import check_key_types, check_storable, require_columns
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class WriteOutcome:
     instant: Instant
     stats: tuple[WriteStat, ...]
     operation: str
-    schema: pa.Schema
+    schema: pa.Schema | None  # None: the write fixed no schema (a delete or no rows, on a table without one)
     attempts: int = 1
 
 
@@ -92,6 +92,7 @@ class WriteClient:
         require_columns("partition", cfg.partition_fields, names)
         require_columns("ordering", cfg.ordering_fields, names)
         schema = pa.schema([f for f in pipeline_schema if f.name not in META_COLUMNS])
+        check_storable(schema)
         self.merge_config.check_schema(schema, key_fields=cfg.record_key_fields, partition_fields=cfg.partition_fields)
         return schema
 
@@ -205,6 +206,10 @@ class WriteClient:
         probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation.value)
         frame = probe.drop_meta_columns(frame)
         incoming_schema = probe.schema_of(frame)
+        check_key_types(incoming_schema, cfg.record_key_fields, cfg.partition_fields)
+        # A delete, or a write of no rows, on a table without a schema yet fixes none: the next
+        # write of whole rows sets it (else the table would be stuck with the delete's columns).
+        fixes_schema = table_schema is None and not keys_only and not probe.is_empty(frame)
         if keys_only:
             user_schema = table_schema or incoming_schema
         else:
@@ -261,10 +266,11 @@ class WriteClient:
                         if found is not None and not isinstance(failure, EarlyConflictError):
                             raise found from failure  # the job was cancelled because of it
                         raise
+                recorded = table_schema if table_schema is not None else user_schema if fixes_schema else None
                 instant = protocol.complete(
                     pending,
                     stats,
-                    schema_json=avro_schema_json(user_schema, cfg.name),
+                    schema_json=avro_schema_json(recorded, cfg.name) if recorded is not None else None,
                     replaced_file_ids=replaced,
                 )
             except BaseException:
@@ -272,7 +278,7 @@ class WriteClient:
                 raise
         finally:
             pipeline.release()
-        return WriteOutcome(instant, tuple(stats), op_name, user_schema)
+        return WriteOutcome(instant, tuple(stats), op_name, user_schema if fixes_schema or table_schema else None)
 
     def _require_partitioned(self) -> None:
         from tidemark.errors import InvalidInputError

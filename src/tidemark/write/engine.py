@@ -37,6 +37,7 @@ class TableLayout:
     hive_style: bool
     merge: MergeConfig = MergeConfig()  # batch dedup merges repeated keys with the table's merger
     bucket: BucketSpec | None = None  # bucket index (None: simple index)
+    url_encode: bool = False  # hoodie.datasource.write.partitionpath.urlencode: escape partition values
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class WritePipeline(Protocol):
     def schema_of(self, frame: Frame) -> pa.Schema: ...
 
     def drop_meta_columns(self, frame: Frame) -> Frame: ...
+
+    def is_empty(self, frame: Frame) -> bool:
+        """Whether the batch has no rows (may run a small job)."""
+        ...
 
     def prepare(self, frame: Frame, *, allow_missing: bool, keys_only: bool) -> Frame:
         """Validate, align to the table schema, reject null keys, add key and partition columns."""

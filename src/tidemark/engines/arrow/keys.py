@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.format.names import DEFAULT_PARTITION, PARTITION_PATH, RECORD_KEY
+from tidemark.format.partition_path import escape_value
 
 
 def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -31,8 +32,18 @@ def null_key_count(table: pa.Table, fields: Sequence[str]) -> int:
     return int(pc.sum(mask).as_py() or 0) if mask is not None else 0
 
 
+def _escaped(value: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Hudi's url-encoding of each value, computed once per distinct value (partitions are few)."""
+    distinct = pc.unique(value)
+    texts = distinct.to_pylist()
+    escaped = [escape_value(t) for t in texts]
+    if escaped == texts:
+        return value
+    return pc.take(pa.array(escaped, pa.string()), pc.index_in(value, value_set=distinct))
+
+
 def partition_path_array(
-    table: pa.Table | pa.RecordBatch, fields: Sequence[str], *, hive_style: bool
+    table: pa.Table | pa.RecordBatch, fields: Sequence[str], *, hive_style: bool, url_encode: bool = False
 ) -> pa.ChunkedArray | pa.Array:
     if not fields:
         return pa.repeat(pa.scalar("", pa.string()), table.num_rows)
@@ -40,6 +51,8 @@ def partition_path_array(
     for name in fields:
         value = _as_text(table.column(name))
         value = pc.if_else(pc.fill_null(pc.equal(value, ""), True), DEFAULT_PARTITION, value)
+        if url_encode:
+            value = _escaped(value)
         parts.append(pc.binary_join_element_wise(f"{name}=", value, "") if hive_style else value)
     if len(parts) == 1:
         return parts[0]
@@ -56,9 +69,14 @@ def text_matches_spark(field_type: pa.DataType) -> bool:
 
 
 def with_key_columns(
-    batch: pa.RecordBatch, record_key_fields: Sequence[str], partition_fields: Sequence[str], *, hive_style: bool
+    batch: pa.RecordBatch,
+    record_key_fields: Sequence[str],
+    partition_fields: Sequence[str],
+    *,
+    hive_style: bool,
+    url_encode: bool = False,
 ) -> pa.RecordBatch:
     """``batch`` with ``_hoodie_record_key`` and ``_hoodie_partition_path`` appended."""
     key = record_key_array(batch, record_key_fields)
-    path = partition_path_array(batch, partition_fields, hive_style=hive_style)
+    path = partition_path_array(batch, partition_fields, hive_style=hive_style, url_encode=url_encode)
     return batch.append_column(RECORD_KEY, key).append_column(PARTITION_PATH, path)

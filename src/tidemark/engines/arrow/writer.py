@@ -19,6 +19,7 @@ from tidemark.engines.arrow.keys import null_key_count, partition_path_array, re
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
 from tidemark.write.bucket import BucketAssignment
@@ -26,7 +27,13 @@ from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.key_pruning import files_that_may_hold
 from tidemark.write.plan import InsertBucket
-from tidemark.write.validate import plan_columns, require_columns
+from tidemark.write.validate import (
+    ambiguous_key_error,
+    plan_columns,
+    require_columns,
+    storable_arrow_table,
+    text_key_fields,
+)
 
 _SEQ = "_tm_seq"
 
@@ -83,8 +90,14 @@ class ArrowWritePipeline:
         return frame.schema
 
     def drop_meta_columns(self, frame: Any) -> pa.Table:
+        """The batch as a pyarrow Table without meta columns, its types made readable by every Hudi
+        reader (nanosecond timestamps to microseconds, ...; UnsupportedTypeError if that would
+        lose information)."""
         table = as_arrow_table(frame)
-        return table.drop_columns([c for c in table.column_names if c in META_COLUMNS])
+        return storable_arrow_table(table.drop_columns([c for c in table.column_names if c in META_COLUMNS]))
+
+    def is_empty(self, frame: pa.Table) -> bool:
+        return frame.num_rows == 0
 
     def untagged(self, frame: pa.Table) -> pa.Table:
         return frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
@@ -137,6 +150,9 @@ class ArrowWritePipeline:
             frame = frame.select([c for c in names if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, names)
+            # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
+            if not allow_missing:
+                require_columns("ordering", layout.ordering_fields, names)
             plan = plan_columns(frame.schema, self.user_schema, allow_missing=allow_missing)
             columns = []
             for field in self.user_schema:
@@ -146,17 +162,26 @@ class ArrowWritePipeline:
                     col = frame.column(field.name)
                     columns.append(col.cast(field.type) if col.type != field.type else col)
             frame = pa.Table.from_arrays(columns, schema=self.user_schema)
-            if layout.ordering_fields:
-                require_columns("ordering", layout.ordering_fields, frame.column_names)
         nulls = null_key_count(frame, layout.record_key_fields)
         if nulls:
             raise NullRecordKeyError(layout.record_key_fields, nulls)
+        for name in text_key_fields(frame.schema, layout.record_key_fields):
+            column = frame.column(name)
+            text = column if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \
+                else column.cast(pa.string())
+            bad = frame.filter(pc.match_substring(text, ","))
+            if bad.num_rows:
+                raise ambiguous_key_error(name, bad.column(name)[0].as_py())
         frame = frame.append_column(RECORD_KEY, record_key_array(frame, layout.record_key_fields))
         if all(c in frame.column_names for c in layout.partition_fields):
-            frame = frame.append_column(
-                PARTITION_PATH,
-                partition_path_array(frame, layout.partition_fields, hive_style=layout.hive_style),
+            paths = partition_path_array(
+                frame, layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode
             )
+            check_partition_paths(
+                pc.unique(paths).to_pylist(), layout.partition_fields,
+                hive_style=layout.hive_style, url_encode=layout.url_encode,
+            )
+            frame = frame.append_column(PARTITION_PATH, paths)
         return frame
 
     def dedup(self, frame: pa.Table) -> pa.Table:

@@ -101,7 +101,7 @@ class TidemarkPushdownDataSource(TidemarkDataSource):
 class _Reader(DataSourceReader):
     def __init__(self, table: Any, plan: Any, schema: pa.Schema) -> None:
         from tidemark.format.log_file import delete_ordering_field
-        from tidemark.read.plan import partition_values
+        from tidemark.format.partition_path import partition_values
 
         cfg = table.config
         self.base = table.storage.base_path
@@ -112,7 +112,13 @@ class _Reader(DataSourceReader):
         self.merger = table.merger() if plan.merges else None
         self.delete_ordering_field = delete_ordering_field(cfg.ordering_fields)
         self.files = [
-            (f.path, partition_values(f.partition_path, cfg.partition_fields, cfg.hive_style_partitioning))
+            (
+                f.path,
+                partition_values(
+                    f.partition_path, cfg.partition_fields, cfg.hive_style_partitioning,
+                    url_encode=cfg.partition_url_encode,
+                ),
+            )
             for f in plan.files
         ]
         self.logs = {f.path: tuple(f"{self.base}/{g.path}" for g in plan.logs_of(f)) for f in plan.files}

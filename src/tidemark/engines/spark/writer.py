@@ -34,13 +34,14 @@ from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import EarlyConflictError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, RecordMerger, dedup_records
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.plan import InsertBucket
-from tidemark.write.validate import plan_columns, require_columns
+from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
 
 _SEQ = "_tm_seq"
 _HASH = "_tm_hash"
@@ -271,6 +272,9 @@ class SparkWritePipeline:
             df = df.select(*[c for c in df.columns if c in wanted])
         else:
             require_columns("partition", layout.partition_fields, df.columns)
+            # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
+            if not allow_missing:
+                require_columns("ordering", layout.ordering_fields, df.columns)
             plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
             # One projection per step: every DataFrame Spark builds is analysed again on the driver.
             aligned = {
@@ -282,12 +286,12 @@ class SparkWritePipeline:
                 aligned[name] = F.lit(None).cast(field_type)
             if aligned:
                 df = df.withColumns(aligned)
-            if layout.ordering_fields:
-                require_columns("ordering", layout.ordering_fields, df.columns)
             df = df.select(*self.user_schema.names)
         keys = {RECORD_KEY: record_key_column(layout.record_key_fields)}
         if all(c in df.columns for c in layout.partition_fields):
-            keys[PARTITION_PATH] = partition_path_column(layout.partition_fields, hive_style=layout.hive_style)
+            keys[PARTITION_PATH] = partition_path_column(
+                layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode
+            )
         df = df.withColumns(keys)
         self._check_keys_and_find_partitions(df)
         self._arrived = df
@@ -302,24 +306,65 @@ class SparkWritePipeline:
         Spark's plan already tells leaves the null-key check to :meth:`profile`, which counts the
         tagged batch anyway: one job fewer before the instant is requested.
         """
-        fields = self.layout.record_key_fields
-        if self.operation == "bulk_insert" and not any(df.schema[name].nullable for name in fields):
+        layout = self.layout
+        fields = layout.record_key_fields
+        paths_to_check = PARTITION_PATH in df.columns and self._partition_values_checked()
+        if (
+            self.operation == "bulk_insert"
+            and not any(df.schema[name].nullable for name in fields)
+            and not paths_to_check
+            and not self._text_key_fields()
+        ):
             return
         if self._can_defer_key_check(df):
             self._unchecked = df
             return
-        nulls = self._null_keys()
+        checks = self._key_checks()
         count = F.count(F.lit(1)).alias("rows")
         if PARTITION_PATH in df.columns:
-            rows = df.groupBy(PARTITION_PATH).agg(nulls, count).collect()
+            rows = df.groupBy(PARTITION_PATH).agg(*checks, count).collect()
             self.batch_partitions = sorted(r[0] for r in rows)
         else:
-            rows = df.agg(nulls, count).collect()
+            rows = df.agg(*checks, count).collect()
             self.batch_partitions = None
         self.batch_rows = sum(r["rows"] or 0 for r in rows)
-        null_count = sum(r["nulls"] or 0 for r in rows)
-        if null_count:
-            raise NullRecordKeyError(self.layout.record_key_fields, null_count)
+        self._raise_for_bad_keys(df, sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
+        if self.batch_partitions is not None:
+            check_partition_paths(
+                self.batch_partitions, layout.partition_fields, hive_style=layout.hive_style,
+                url_encode=layout.url_encode,
+            )
+
+    def _partition_values_checked(self) -> bool:
+        """Whether a partition field's text can make a bad folder (strings: '/', '..', length;
+        anything but integers, booleans and dates): only then must a bulk_insert collect and
+        check the batch's partition paths (other writes collect them for the index anyway)."""
+        schema = self.user_schema
+
+        def safe(t: pa.DataType) -> bool:
+            return pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
+
+        return not all(name in schema.names and safe(schema.field(name).type) for name in self.layout.partition_fields)
+
+    def _text_key_fields(self) -> tuple[str, ...]:
+        return text_key_fields(self.user_schema, self.layout.record_key_fields)
+
+    def _key_checks(self) -> list[Column]:
+        """The aggregates that count rows with a null key field (``nulls``) and multi-field keys
+        holding a ',' (``ambiguous``)."""
+        ambiguous = F.lit(False)
+        for name in self._text_key_fields():
+            ambiguous = ambiguous | F.coalesce(F.col(name).cast("string").contains(","), F.lit(False))
+        return [self._null_keys(), F.sum(ambiguous.cast("long")).alias("ambiguous")]
+
+    def _raise_for_bad_keys(self, df: DataFrame, nulls: int, ambiguous: int) -> None:
+        if nulls:
+            raise NullRecordKeyError(self.layout.record_key_fields, nulls)
+        if ambiguous:
+            for name in self._text_key_fields():
+                found = df.filter(F.col(name).cast("string").contains(",")).select(name).limit(1).collect()
+                if found:
+                    raise ambiguous_key_error(name, found[0][0])
 
     def _null_keys(self) -> Column:
         """The aggregate that counts rows with a null record-key field, as ``nulls``."""
@@ -355,14 +400,14 @@ class SparkWritePipeline:
         metrics = [
             F.count(F.lit(1)).alias("rows"),
             F.count_if(F.col(FILE_ID_COLUMN).isNull()).alias("inserts"),
-            self._null_keys(),
+            *self._key_checks(),
             F.collect_set(FILE_ID_COLUMN).alias("groups"),  # at most one per file group of the table
         ]
         observed = tagged.observe(observation, *metrics)
         kept = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
         self._kept.append(kept)
         counts = observation.get
-        self._raise_for_null_keys(counts["nulls"] or 0)
+        self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
         inserts = counts["inserts"] or 0
         return kept, WorkloadProfile(
             inserts={"": inserts} if inserts else {},
@@ -370,14 +415,17 @@ class SparkWritePipeline:
             updated=frozenset(("", file_id) for file_id in counts["groups"] or ()),
         )
 
-    def _raise_for_null_keys(self, found: int) -> None:
-        """Settle a null-key check left to the profile: raise with the batch's exact count."""
+    def _raise_for_null_keys(self, found: int, ambiguous: int = 0) -> None:
+        """Settle a key check left to the profile: raise with the batch's exact null count, or
+        a key value that holds a ','."""
         unchecked = self._unchecked
         if unchecked is None:
             return
         if found:
             null_count = unchecked.filter(null_key_condition(self.layout.record_key_fields)).count()
             raise NullRecordKeyError(self.layout.record_key_fields, null_count)
+        if ambiguous:
+            self._raise_for_bad_keys(unchecked, 0, ambiguous)
         self._unchecked = None
 
     def profile(self, tagged: DataFrame) -> WorkloadProfile:
@@ -388,10 +436,10 @@ class SparkWritePipeline:
         aggs = [F.count(F.lit(1)).alias("rows"), F.collect_set(FILE_ID_COLUMN).alias("groups")]
         unchecked = self._unchecked
         if unchecked is not None:
-            aggs.append(self._null_keys())
+            aggs.extend(self._key_checks())
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if unchecked is not None:
-            self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows))
+            self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
         return WorkloadProfile(
             inserts={r[PARTITION_PATH]: r["rows"] for r in rows if r["new"]},
             existing=sum(r["rows"] for r in rows if not r["new"]),
@@ -452,6 +500,9 @@ class SparkWritePipeline:
 
     def drop_meta_columns(self, frame: DataFrame) -> DataFrame:
         return frame.drop(*[c for c in frame.columns if c in META_COLUMNS])
+
+    def is_empty(self, frame: DataFrame) -> bool:
+        return bool(frame.isEmpty())
 
     def untagged(self, frame: DataFrame) -> DataFrame:
         return frame.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
@@ -727,7 +778,10 @@ class SparkWritePipeline:
             token, task_partition = _task_token()
             if keys_in_tasks:
                 batches = (
-                    with_key_columns(b, layout.record_key_fields, layout.partition_fields, hive_style=layout.hive_style)
+                    with_key_columns(
+                        b, layout.record_key_fields, layout.partition_fields,
+                        hive_style=layout.hive_style, url_encode=layout.url_encode,
+                    )
                     for b in batches
                 )
             stats = list(write_new_files(spec, batches, token=token, task_partition=task_partition))
