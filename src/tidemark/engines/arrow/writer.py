@@ -57,6 +57,8 @@ def as_arrow_table(data: Any) -> pa.Table:
 def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool) -> dict[str, pa.Array]:
     """The batch's record keys per partition path (every key for every file's partition when the
     batch has no partition paths: a delete that gave only keys)."""
+    if frame.num_rows == 0:
+        return {}
     keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string())
     if not by_partition:
         return {f.partition_path: keys for f in files}
