@@ -8,6 +8,7 @@ from tidemark.errors import (
     ConfigError,
     EarlyConflictError,
     HeartbeatExpiredError,
+    InProcessLockError,
     InstantNotFoundError,
     InvalidInputError,
     LockTimeoutError,
@@ -21,6 +22,7 @@ from tidemark.errors import (
     UnknownOptionError,
     UnsupportedTableError,
     WriteConflictError,
+    WriterSettingsError,
 )
 from tidemark.services.archive import ArchiveResult
 from tidemark.services.clean import CleanResult
@@ -76,6 +78,7 @@ __all__ = [
     "LockTimeoutError",
     "IncrementalResult",
     "Instant",
+    "InProcessLockError",
     "InstantNotFoundError",
     "InvalidInputError",
     "MissingColumnError",
@@ -92,5 +95,6 @@ __all__ = [
     "UnknownOptionError",
     "UnsupportedTableError",
     "WriteConflictError",
+    "WriterSettingsError",
     "register",
 ]
