@@ -70,12 +70,14 @@ failed-writes cleaning (hoodie.clean.failed.writes.policy=LAZY), which every
 multi-writer write also runs before it starts; `tidemark clean` runs it by
 hand, for example after a crash when no further write is coming.
 
-The rollbacks happen under the table lock, so use the writers' lock settings:
-the filesystem lock (the default) needs nothing; for ZooKeeper pass
-hoodie.write.lock.provider=zookeeper and its hoodie.write.lock.zookeeper.*
-options with --options. Pass the writers' heartbeat options too, if they are
-not the defaults: a shorter expiry than the writers' could take a slow but
-live writer for dead.
+The rollbacks happen under the table lock, the writers' own: the table records
+the mode and lock of its writers (`tidemark concurrency PATH`) and this command
+uses them; other lock settings given with --options are refused. A table that
+records none is cleaned under the filesystem lock. (The in_process lock is
+only ever held inside one process: while a writer process uses it on the
+table, this command is refused.) Pass the writers' heartbeat options too, if
+they are not the defaults: a shorter expiry than the writers' could take a
+slow but live writer for dead.
 
 --all-pending drops the heartbeat check: every pending write is taken for
 dead and rolled back (single-writer semantics, like the EAGER policy). Only
