@@ -32,7 +32,7 @@ import contextlib
 import fcntl
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.errors import WriterSettingsError
@@ -133,8 +133,6 @@ class WriterSettings:
 
     def lock_settings(self, base: LockSettings) -> LockSettings:
         """``base`` (timeouts and retries) with this lock's provider and identity."""
-        from dataclasses import replace
-
         return replace(
             base,
             provider=self.provider or base.provider,
@@ -155,10 +153,7 @@ class WriterSettings:
         if self.provider == "filesystem":
             return _fs_lock_file(self, table_path) == _fs_lock_file(other, table_path)
         if self.provider == "zookeeper":
-            return (
-                _zk_hosts(self) == _zk_hosts(other)
-                and _zk_node(self) == _zk_node(other)
-            )
+            return _zk_hosts(self) == _zk_hosts(other) and _zk_node(self) == _zk_node(other)
         return True
 
 
