@@ -344,8 +344,9 @@ def test_the_one_conflict_left_is_a_file_group_replaced_since_the_snapshot(tmp_p
     snapshot = Timeline.load(storage)
     groups = [(g.partition_path, g.file_id) for g in FileSystemView(storage, snapshot).file_groups()]
     seen = frozenset(i.requested_time for i in snapshot.completed)
-    occ = tidemark.Table.open(path, spark=None, options={
-        **options, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"})
+    occ_options = {**options, "hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+    table.set_concurrency(occ_options)  # a writer in another mode is refused unless the table is switched
+    occ = tidemark.Table.open(path, spark=None, options=occ_options)
     occ.upsert(pa.Table.from_pylist([{**rows[0], "ts": 2}]))  # a deltacommit: no conflict
     occ.insert_overwrite(pa.Table.from_pylist([r for r in rows if r["part"] == "p0"]))  # replaces p0's groups
     timeline = Timeline.load(storage)

@@ -8,6 +8,7 @@ from tidemark.errors import (
     ConfigError,
     EarlyConflictError,
     HeartbeatExpiredError,
+    InProcessLockError,
     InstantNotFoundError,
     InvalidInputError,
     InvalidPartitionValueError,
@@ -25,6 +26,7 @@ from tidemark.errors import (
     UnsupportedTableError,
     UnsupportedTypeError,
     WriteConflictError,
+    WriterSettingsError,
 )
 from tidemark.services.archive import ArchiveResult
 from tidemark.services.clean import CleanResult
@@ -63,6 +65,7 @@ __all__ = [
     "LockTimeoutError",
     "IncrementalResult",
     "Instant",
+    "InProcessLockError",
     "InstantNotFoundError",
     "InvalidInputError",
     "InvalidPartitionValueError",
@@ -83,5 +86,6 @@ __all__ = [
     "UnsupportedTableError",
     "UnsupportedTypeError",
     "WriteConflictError",
+    "WriterSettingsError",
     "register",
 ]

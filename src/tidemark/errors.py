@@ -4,7 +4,10 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
 
     TidemarkError
     ├── ConfigError                 an option key or value is wrong
-    │   └── UnknownOptionError      a key nobody declared (names the closest known key)
+    │   ├── UnknownOptionError      a key nobody declared (names the closest known key)
+    │   ├── WriterSettingsError     a writer's concurrency mode or lock disagrees with the table's
+    │   │                           recorded ones (their locks would not exclude each other)
+    │   └── InProcessLockError      the in_process lock is already used on the table by another process
     ├── InvalidInputError           the batch cannot be written as given
     │   ├── NullRecordKeyError      a record-key field is null
     │   ├── MissingColumnError      a key, partition or ordering column is absent
@@ -61,6 +64,42 @@ class UnknownOptionError(ConfigError):
             key=key,
         )
         self.suggestion = suggestion
+
+
+class WriterSettingsError(ConfigError):
+    """A writer's concurrency settings disagree with the ones the table recorded.
+
+    Writers whose locks do not exclude each other would lose each other's commits, so
+    the writer is refused before it writes anything. ``recorded`` and ``given`` are
+    the two settings as option dicts (``hoodie.write.concurrency.mode``,
+    ``hoodie.write.lock.*``); ``recorded`` is empty when the table records none.
+    """
+
+    def __init__(self, message: str, *, recorded: dict[str, str], given: dict[str, str]) -> None:
+        super().__init__(message, key="hoodie.write.concurrency.mode")
+        self.recorded = dict(recorded)
+        self.given = dict(given)
+
+
+class InProcessLockError(ConfigError):
+    """The ``in_process`` lock provider is in use on this table by another OS process.
+
+    An in-process lock excludes only the threads of one process; two processes using it
+    on one table would not exclude each other at all. ``holder`` names the process
+    (host:pid) that uses it, when known.
+    """
+
+    def __init__(self, table_path: str, holder: str | None) -> None:
+        who = f" ({holder})" if holder else ""
+        super().__init__(
+            f"the in_process lock provider of table {table_path!r} is already in use by another process{who}: "
+            "it only excludes threads of one process. For writers in several processes use "
+            "hoodie.write.lock.provider=filesystem (one machine) or zookeeper, and record it on the table "
+            "with Table.set_concurrency / `tidemark concurrency PATH --set`",
+            key="hoodie.write.lock.provider",
+        )
+        self.table_path = table_path
+        self.holder = holder
 
 
 class InvalidInputError(TidemarkError):

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from tidemark.concurrency import writer_settings
+from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
 from tidemark.errors import (
@@ -234,6 +236,9 @@ class Table:
             **_index_fields(raw, keys),
         )
         _check_concurrency_mode(write_config, config)
+        # A table created for several writers records their settings at once (see set_concurrency).
+        settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
+        config = replace(config, extra={**config.extra, **settings.to_properties()})
         for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
             os.makedirs(storage.full_path(folder), exist_ok=True)
         # hoodie.properties last: until it exists the folder is not a table.
@@ -299,7 +304,86 @@ class Table:
 
         if self._commit_protocol is None:
             self._commit_protocol = CommitProtocol(self.storage, self.write_config)
+            self._commit_protocol.guard = self._check_writer
         return self._commit_protocol
+
+    # -- writer settings ------------------------------------------------------------------
+    def writer_settings(self) -> WriterSettings:
+        """The concurrency mode and lock this Table's writes use (from its options)."""
+        return WriterSettings.of(self.write_config.concurrency_mode, self.write_config.lock, self.path)
+
+    def recorded_writer_settings(self) -> WriterSettings | None:
+        """The settings the table records for its writers (None: none, a single-writer table)."""
+        return writer_settings.table_settings(self.storage)
+
+    def _check_writer(self, *, record: bool = False) -> None:
+        """Refuse to write with settings that disagree with the table's (WriterSettingsError),
+        before anything is written. ``record``: the first multi-writer ingestion write on a table
+        that records nothing records its settings. An in_process writer first claims the table
+        for this process (InProcessLockError if another process uses in_process on it)."""
+        mine = self.writer_settings()
+        if mine.provider == "in_process":
+            self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
+        writer_settings.check(self.storage, mine, record=record)
+
+    def set_concurrency(self, options: Mapping[str, Any] | None = None) -> WriterSettings:
+        """Change the concurrency mode and lock that the table records for its writers.
+
+        ``options``: ``hoodie.write.concurrency.mode`` and the ``hoodie.write.lock.*`` options of
+        the new settings (default: this Table's own options). ``single_writer`` removes the
+        recorded settings. Afterwards writers with the old settings are refused, writers with
+        the new ones accepted.
+
+        Safe to call while writers may run: it holds the *old* settings' lock, and is refused
+        (WriterSettingsError) while any pending write is alive (a live heartbeat, or requested
+        within the heartbeat expiry): stop the writers first. With old settings ``in_process``,
+        InProcessLockError if another process uses that lock. Returns the new settings.
+        """
+        from tidemark.concurrency.transaction import TableLock
+        from tidemark.config.resolve import resolve_write_config as resolve
+
+        config = self.write_config if options is None else resolve(
+            {k: v for k, v in validate_keys(options).items() if k not in _TABLE_KEYS}
+        )
+        new = WriterSettings.of(config.concurrency_mode, config.lock, self.path)
+        with writer_settings.properties_mutex(self.storage):
+            old = writer_settings.table_settings(self.storage)
+            if old == new:
+                return new
+            lock = TableLock(old.lock_settings(self.write_config.lock), self.path) if old is not None else None
+            try:
+                with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
+                    self._refuse_if_writes_alive(old, new)
+                    writer_settings.write_settings(self.storage, new)
+            finally:
+                if lock is not None:
+                    lock.close()
+        return new
+
+    def _refuse_if_writes_alive(self, old: WriterSettings | None, new: WriterSettings) -> None:
+        from tidemark.concurrency.heartbeat import HeartbeatPolicy
+        from tidemark.errors import WriterSettingsError
+        from tidemark.timeline.instant_time import parse_instant_time
+
+        policy = HeartbeatPolicy(self.write_config.heartbeat_interval_ms, self.write_config.heartbeat_tolerable_misses)
+        alive = [
+            i.requested_time
+            for i in Timeline.load(self.storage).pending
+            if i.action.writes_data and not policy.is_expired(
+                self.storage, i.requested_time,
+                requested_ms=int(parse_instant_time(i.requested_time).timestamp() * 1000),
+            )
+        ]
+        if alive:
+            recorded = old.options() if old is not None else {}
+            raise WriterSettingsError(
+                f"cannot change the writer settings of {self.path} while writes are running: pending "
+                f"write(s) {alive[:5]} are alive (heartbeat, or requested less than {policy.expiry_ms} ms ago). "
+                "Stop every writer, wait for the expiry (or roll failed writes back with `tidemark clean`), "
+                "and call it again. Nothing was changed.",
+                recorded=recorded,
+                given=new.options(),
+            )
 
     def _pipeline_factory(self) -> Any:
         from tidemark.write.engine import TableLayout
@@ -336,6 +420,7 @@ class Table:
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient, counts
 
+        self._check_writer(record=True)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
         reruns = 0
@@ -576,6 +661,7 @@ class Table:
         if self.config.table_type != MERGE_ON_READ:
             raise ConfigError(f"only MERGE_ON_READ tables are compacted; {self.path} is {self.config.table_type}")
         protocol = self._protocol()
+        self._check_writer()
         timeline = Timeline.load(self.storage)
         plan = None
         for pending in compaction.pending_compactions(timeline):
@@ -615,6 +701,7 @@ class Table:
 
     def rollback(self, instant_time: str) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
+        self._check_writer()
         with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
             timeline = Timeline.load(self.storage)
             return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
@@ -646,6 +733,7 @@ class Table:
             refuse_base_file_operation("cluster")
         if self.schema is None:  # nothing written yet: nothing to cluster (a scheduled service must not fail)
             return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), _names(sort_by, "sort_by"))
+        self._check_writer()
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
         outcome = service.run(settings, progress)
         rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
@@ -706,6 +794,7 @@ class Table:
         """Roll back failed writes: with several writers only those whose heartbeat expired,
         with a single writer every pending write (none can be alive)."""
         protocol = self._protocol()
+        self._check_writer()
         if self.write_config.multi_writer:
             return list(protocol.rollback_expired_writes())
         return list(protocol.rollback_failed_writes())
@@ -723,6 +812,7 @@ class Table:
 
     def _clean(self, *, rollback_failed: bool) -> CleanResult:
         protocol = self._protocol()
+        self._check_writer()
         rolled_back = tuple(protocol.rollback_expired_writes()) if rollback_failed else ()
         if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
             # Checked without the lock first, so writers that clean inline after every commit
@@ -753,6 +843,7 @@ class Table:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)
         once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
         Runs under the table lock. Time travel and incremental reads still reach archived instants."""
+        self._check_writer()
         with self._protocol().lock.hold("archive the timeline"):
             return archive(self.storage, Timeline.load(self.storage), self.write_config.archive)
 
@@ -774,6 +865,7 @@ class Table:
     def savepoint(self, instant_time: str, *, comment: str = "") -> SavepointResult:
         """Pin the table as of the completed commit ``instant_time``: cleaning never deletes the
         files a reader sees at that instant, so time travel to it and restore keep working."""
+        self._check_writer()
         with self._protocol().lock.hold("create a savepoint"):
             return create_savepoint(self.storage, Timeline.load(self.storage), instant_time, comment=comment)
 
@@ -783,6 +875,7 @@ class Table:
 
     def delete_savepoint(self, instant_time: str) -> Instant:
         """Remove a savepoint; its files become cleanable again. NotSavepointedError if none."""
+        self._check_writer()
         with self._protocol().lock.hold("delete a savepoint"):
             return delete_savepoint(self.storage, Timeline.load(self.storage), instant_time)
 
@@ -791,6 +884,7 @@ class Table:
         ones too) is rolled back, newest first, and a restore instant records it.
         NotSavepointedError if the instant has no savepoint. Stop the writers first: their
         pending writes are rolled back and will fail to commit."""
+        self._check_writer()
         with self._protocol().lock.hold("restore to a savepoint"):
             return restore(self.storage, Timeline.load(self.storage), instant_time)
 

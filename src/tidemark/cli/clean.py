@@ -16,6 +16,7 @@ from tidemark.cli.output import (
     count,
     option_pairs,
     readable_time,
+    with_recorded_writer_settings,
     working,
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
@@ -69,12 +70,14 @@ failed-writes cleaning (hoodie.clean.failed.writes.policy=LAZY), which every
 multi-writer write also runs before it starts; `tidemark clean` runs it by
 hand, for example after a crash when no further write is coming.
 
-The rollbacks happen under the table lock, so use the writers' lock settings:
-the filesystem lock (the default) needs nothing; for ZooKeeper pass
-hoodie.write.lock.provider=zookeeper and its hoodie.write.lock.zookeeper.*
-options with --options. Pass the writers' heartbeat options too, if they are
-not the defaults: a shorter expiry than the writers' could take a slow but
-live writer for dead.
+The rollbacks happen under the table lock, the writers' own: the table records
+the mode and lock of its writers (`tidemark concurrency PATH`) and this command
+uses them; other lock settings given with --options are refused. A table that
+records none is cleaned under the filesystem lock. (The in_process lock is
+only ever held inside one process: while a writer process uses it on the
+table, this command is refused.) Pass the writers' heartbeat options too, if
+they are not the defaults: a shorter expiry than the writers' could take a
+slow but live writer for dead.
 
 --all-pending drops the heartbeat check: every pending write is taken for
 dead and rolled back (single-writer semantics, like the EAGER policy). Only
@@ -240,10 +243,24 @@ def _print_archive(ui: Ui, result: ArchiveResult) -> None:
     )
 
 
+def _rollback_all_pending(table: Table) -> list[RollbackResult]:
+    """Every pending write, live heartbeat or not; under the writers' lock when the table has one."""
+    if not table.write_config.multi_writer:
+        return table.rollback_failed_writes()
+    table._check_writer()  # the writers' own settings, or refused before anything is rolled back
+    protocol = table._protocol()
+    with protocol.lock.hold("roll back every pending write"):
+        return list(protocol.rollback_failed_writes())
+
+
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    options = {**option_pairs(args.options), **_policy_options(args)}
-    # The mode decides what clean means: heartbeat-checked (multi-writer) or everything.
+    options = with_recorded_writer_settings(args.path, {**option_pairs(args.options), **_policy_options(args)})
+    # The mode decides what clean means: heartbeat-checked (multi-writer) or everything. A table
+    # that records its writers' settings is cleaned with them (their lock), --all-pending too.
+    recorded = options.get(CONCURRENCY_MODE, "single_writer") != "single_writer"
     mode = "single_writer" if args.all_pending else "optimistic_concurrency_control"
+    if recorded:
+        mode = options[CONCURRENCY_MODE]
     with Table.open(args.path, spark=None, options={**options, CONCURRENCY_MODE: mode}) as table:
         policy = policy_of(table)
         expiry = f"{policy.expiry_ms / 1000:g} s"
@@ -272,7 +289,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
             if ask and not rollback_cmd.confirm(ui, f"Roll back all {len(writes)} pending write(s)?"):
                 ui.out.print("aborted; nothing was changed")
                 return 1
-            results = table.rollback_failed_writes()
+            results = _rollback_all_pending(table)
             with working(ui, "cleaning"):
                 cleaned = None if args.failed_writes_only else table.clean()
         elif args.failed_writes_only:

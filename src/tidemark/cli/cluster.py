@@ -11,7 +11,16 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tidemark.cli.output import PATH_HELP, CliUsageError, HelpFormatter, Ui, add_options_argument, count, option_pairs
+from tidemark.cli.output import (
+    PATH_HELP,
+    CliUsageError,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    count,
+    option_pairs,
+    with_recorded_writer_settings,
+)
 from tidemark.services.cluster import ClusteringProgress
 from tidemark.table import ClusteringResult, Table
 
@@ -185,7 +194,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     }
     if args.max_groups is not None and args.max_groups <= 0:
         raise CliUsageError(f"--max-groups must be at least 1, got {args.max_groups}")
-    options = option_pairs(args.options)
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
     if args.dry_run or not args.spark:
         with Table.open(args.path, spark=None, options=options) as table:
             if args.dry_run:

@@ -6,7 +6,16 @@ import argparse
 
 from rich.markup import escape
 
-from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, add_options_argument, count, option_pairs, working
+from tidemark.cli.output import (
+    PATH_HELP,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    count,
+    option_pairs,
+    with_recorded_writer_settings,
+    working,
+)
 from tidemark.services.compaction import delta_commits_since_last_compaction, pending_compactions
 from tidemark.table import Table
 from tidemark.timeline import Timeline
@@ -67,7 +76,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     from tidemark.fsview import FileSystemView
     from tidemark.services.compaction import plan_operations
 
-    table = Table.open(args.path, spark=None, options=option_pairs(args.options))
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
+    table = Table.open(args.path, spark=None, options=options)
     if table.config.table_type != MERGE_ON_READ:
         raise ConfigError(f"{table.path} is a {table.config.table_type} table: only MERGE_ON_READ tables compact")
     timeline = Timeline.load(table.storage)

@@ -16,7 +16,20 @@ from typing import NoReturn
 from rich.markup import escape
 
 from tidemark import __version__
-from tidemark.cli import clean, cluster, compact, demo, markers, options, restore, rollback, savepoint, show, timeline
+from tidemark.cli import (
+    clean,
+    cluster,
+    compact,
+    concurrency,
+    demo,
+    markers,
+    options,
+    restore,
+    rollback,
+    savepoint,
+    show,
+    timeline,
+)
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
     ConfigError,
@@ -64,6 +77,8 @@ quick start:
   tidemark cluster PATH         rewrite small files into big ones (optionally
                                 --sort-by columns), while writers keep writing
   tidemark compact PATH         merge-on-read: merge log files into new base files
+  tidemark concurrency PATH     the concurrency mode and lock its writers must use
+                                (--set changes them; mismatched writers are refused)
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -106,7 +121,8 @@ def build_parser() -> ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
-    for module in (demo, timeline, show, markers, rollback, clean, savepoint, restore, cluster, compact, options):
+    for module in (demo, timeline, show, markers, rollback, clean, savepoint, restore, cluster, compact, concurrency,
+                   options):
         module.add_parser(commands)
     return parser
 

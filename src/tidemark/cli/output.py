@@ -125,6 +125,21 @@ def option_pairs(values: list[str] | None, flag: str = "--options") -> dict[str,
     return out
 
 
+def with_recorded_writer_settings(path: str, options: dict[str, str]) -> dict[str, str]:
+    """The concurrency mode and lock the table records for its writers, overridden by ``options``
+    (settings that then differ from the recorded ones are refused when the command writes).
+    So a command that writes (clean, cluster, ...) takes the same lock as the table's writers
+    without being told."""
+    from tidemark.concurrency.writer_settings import table_settings
+    from tidemark.storage import LocalStorage
+
+    try:
+        recorded = table_settings(LocalStorage(path))
+    except (OSError, TidemarkError):  # no table there: Table.open says so
+        return options
+    return {**recorded.options(), **options} if recorded is not None else options
+
+
 def add_options_argument(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
         "--options", metavar="KEY=VALUE", nargs="+", action="extend", default=[],

@@ -14,6 +14,7 @@ from tidemark.cli.output import (
     instant_time_arg,
     option_pairs,
     readable_time,
+    with_recorded_writer_settings,
     working,
 )
 from tidemark.errors import NotSavepointedError
@@ -64,7 +65,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
     instant = instant_time_arg(args.instant, "INSTANT")
-    with Table.open(args.path, spark=None, options=option_pairs(args.options)) as table:
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
+    with Table.open(args.path, spark=None, options=options) as table:
         if not any(sp.requested_time == instant for sp in table.savepoints()):
             raise NotSavepointedError(instant)
         timeline = Timeline.load(table.storage)

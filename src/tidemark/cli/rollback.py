@@ -16,6 +16,7 @@ from tidemark.cli.output import (
     count,
     option_pairs,
     readable_time,
+    with_recorded_writer_settings,
 )
 from tidemark.cli.timeline import describe, liveness, policy_of
 from tidemark.errors import TidemarkError
@@ -92,7 +93,8 @@ def confirm(ui: Ui, question: str) -> bool:
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    table = Table.open(args.path, spark=None, options=option_pairs(args.options))
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
+    table = Table.open(args.path, spark=None, options=options)
     timeline = Timeline.load(table.storage)
     instant = find_instant(timeline, args.instant.strip())
     if instant.is_completed:

@@ -15,6 +15,7 @@ from tidemark.cli.output import (
     instant_time_arg,
     option_pairs,
     readable_time,
+    with_recorded_writer_settings,
 )
 from tidemark.table import Table
 
@@ -69,7 +70,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    with Table.open(args.path, spark=None, options=option_pairs(args.options)) as table:
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
+    with Table.open(args.path, spark=None, options=options) as table:
         if args.instant is None:
             points = table.savepoints()
             if not points:

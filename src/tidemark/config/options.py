@@ -208,7 +208,9 @@ OPTIONS: tuple[Option, ...] = (
         "a table lock for the short critical sections, conflicts checked at commit); or "
         "non_blocking_concurrency_control (merge-on-read tables with a bucket index only: writers "
         "append log files, take the lock only for instant times and publishing, and never abort "
-        "each other; readers and compaction merge with the table's record merger).",
+        "each other; readers and compaction merge with the table's record merger). A multi-writer mode "
+        "and its lock are recorded on the table by its first such write: later writers must use the same "
+        "(WriterSettingsError otherwise; change them with Table.set_concurrency / `tidemark concurrency --set`).",
     ),
     Option(
         "hoodie.clean.failed.writes.policy",
@@ -222,7 +224,10 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.write.lock.provider",
         "filesystem",
         parse_str,
-        "Lock provider: in_process, filesystem, zookeeper (or Hudi's class names).",
+        "Lock provider: filesystem (writers on one machine), zookeeper (any machines), or in_process "
+        "(threads of ONE process only: a second process using it on the same table is refused with "
+        "InProcessLockError); Hudi's class names work too. The table records the mode and lock of its "
+        "writers; writers with another lock are refused (`tidemark concurrency`, Table.set_concurrency).",
     ),
     Option(
         "hoodie.write.lock.wait_time_ms",

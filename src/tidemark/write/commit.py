@@ -107,6 +107,10 @@ class CommitProtocol:
         )
         self.strategy.reject_updates_under_clustering = config.clustering.reject_updates
         self.last_commit_timing: CommitTiming | None = None
+        # Refuses a writer whose concurrency settings disagree with the table's recorded ones
+        # (WriterSettingsError); called before the write touches anything and again, under
+        # the lock, right before it publishes. Set by the Table.
+        self.guard: Callable[[], None] = lambda: None
 
     def close(self) -> None:
         self.lock.close()
@@ -164,6 +168,7 @@ class CommitProtocol:
                 delete_markers(self.storage, name)
 
     def prepare_for_write(self) -> list[RollbackResult]:
+        self.guard()  # before any rollback: a mismatched writer must not touch other writers' instants
         policy = self.config.failed_writes_policy
         if policy == "EAGER":
             return self.rollback_failed_writes()
@@ -187,6 +192,7 @@ class CommitProtocol:
                 {"operationType": operation, "clusteringPlan": None, "extraMetadata": {}, "version": 1},
             )
         with self.lock.hold("start a write"):
+            self.guard()
             timeline = Timeline.load(self.storage)
             while True:
                 instant_time = self._new_time(timeline)
@@ -216,6 +222,7 @@ class CommitProtocol:
         conflicts. Returns the completed instant, or None when every group existed.
         """
         with self.lock.hold("create file groups"):
+            self.guard()
             timeline = Timeline.load(self.storage)
             view = FileSystemView(self.storage, timeline)
             missing = sorted(g for g in set(groups) if view.group(*g) is None)
@@ -311,6 +318,7 @@ class CommitProtocol:
             waited = time.perf_counter()
             with self.lock.hold("commit"):
                 entered = time.perf_counter()
+                self.guard()
                 timeline = Timeline.load(self.storage)
                 if self.config.multi_writer:
                     seen = pending.seen

@@ -18,10 +18,7 @@ kazoo is an optional dependency, imported when this module is imported.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
-import re
 import threading
 from typing import Any
 
@@ -29,29 +26,11 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
 
 from tidemark.concurrency.locks.base import LockSettings, owner_id, register_lock_provider
-from tidemark.concurrency.locks.in_process import normalize_table_path
+from tidemark.concurrency.locks.zookeeper_names import default_lock_key as default_lock_key  # re-exported
+from tidemark.concurrency.locks.zookeeper_names import lock_node_path, zookeeper_hosts
 from tidemark.errors import ConfigError, TidemarkError
 
 log = logging.getLogger(__name__)
-
-
-def default_lock_key(table_path: str) -> str:
-    """``<table folder name>-<8 hex of sha1(normalized path)>``, safe as a znode name."""
-    normalized = normalize_table_path(table_path)
-    name = os.path.basename(normalized.rstrip("/")) or "table"
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:64]
-    if name in (".", ".."):
-        name = "table"
-    digest = hashlib.sha1(normalized.encode("utf-8")).hexdigest()[:8]
-    return f"{name}-{digest}"
-
-
-def lock_node_path(settings: LockSettings, table_path: str) -> str:
-    key = settings.zk_lock_key or default_lock_key(table_path)
-    base = settings.zk_base_path.rstrip("/")
-    if base and not base.startswith("/"):
-        base = "/" + base
-    return f"{base}/{key.strip('/')}"
 
 
 class ZooKeeperLockProvider:
@@ -158,14 +137,3 @@ def factory(settings: LockSettings, table_path: str) -> ZooKeeperLockProvider:
 
 
 register_lock_provider("zookeeper", factory)
-
-
-def zookeeper_hosts(url: str, port: int) -> str:
-    """kazoo's host string: ``port`` is added to every host that names none (``a,b:2182`` works)."""
-    hosts = []
-    for host in url.split(","):
-        host = host.strip()
-        if host.startswith("zk://"):
-            host = host[len("zk://") :]
-        hosts.append(host if ":" in host.rsplit("]", 1)[-1] else f"{host}:{port}")
-    return ",".join(hosts)
