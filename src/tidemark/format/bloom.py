@@ -87,34 +87,40 @@ def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
-    """(n, hashes) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
+    """(hashes, n) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
     n, length = matrix.shape
     blocks = length // 4
+    left = length - 4 * blocks
     with np.errstate(over="ignore"):
-        # The mixed 4-byte blocks do not depend on the seed: compute them once for all hashes.
-        k = matrix[:, : blocks * 4].copy().view("<u4").astype(np.uint32) if blocks else np.zeros((n, 0), np.uint32)
-        k = k * _M
+        # What the 4-byte blocks and the tail add does not depend on the seed: compute it once
+        # for all hashes; per hash only the chain of multiply-xors over the blocks remains.
+        k = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4").T.copy()  # (blocks, n)
+        k *= _M
         k ^= k >> np.uint32(24)
-        k = k * _M
-        tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
-        out = np.empty((n, hashes), dtype=np.int64)
-        seed = np.zeros(n, dtype=np.uint32)
+        k *= _M
+        tail = np.zeros(n, dtype=np.uint32)
+        signed_tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
+        for j in range(left):  # Hadoop's variant: the first tail byte is the highest
+            tail ^= signed_tail[:, j] << np.uint32(8 * (left - 1 - j))
+        out = np.empty((hashes, n), dtype=np.uint32)
+        h = np.zeros(n, dtype=np.uint32)
+        scratch = np.empty(n, dtype=np.uint32)
+        size = np.uint32(vector_size)
         for i in range(hashes):
-            h = seed ^ np.uint32(length)
+            h ^= np.uint32(length)  # h is the previous hash: the seed
             for b in range(blocks):
-                h = (h * _M) ^ k[:, b]
-            left = tail.shape[1]
+                h *= _M
+                h ^= k[b]
             if left:
-                # Hadoop's variant: the first tail byte is the highest (standard MurmurHash2 has it lowest).
-                for j in range(left):
-                    h ^= tail[:, j] << np.uint32(8 * (left - 1 - j))
-                h = h * _M
-            h ^= h >> np.uint32(13)
-            h = h * _M
-            h ^= h >> np.uint32(15)
-            seed = h
-            signed = h.view(np.int32).astype(np.int64)
-            out[:, i] = np.abs(np.fmod(signed, vector_size))  # Java: Math.abs(h % size)
+                h ^= tail
+                h *= _M
+            np.right_shift(h, np.uint32(13), out=scratch)
+            h ^= scratch
+            h *= _M
+            np.right_shift(h, np.uint32(15), out=scratch)
+            h ^= scratch
+            # Java: Math.abs(h % size) == abs(h) % size; abs of Integer.MIN_VALUE is 2^31 as unsigned.
+            np.remainder(np.abs(h.view(np.int32)).view(np.uint32), size, out=out[i])
     return out
 
 
@@ -158,10 +164,13 @@ class BloomFilter:
         bits = [np.zeros(size, dtype=bool) for _ in range(used_rows)]
         for positions, matrix in _utf8_groups(array):
             where = _bit_positions(matrix, hashes, size)
+            if used_rows == 1:
+                bits[0][where.ravel()] = True
+                continue
             for row in range(used_rows):
                 mine = row_of[positions] == row
                 if mine.any():
-                    bits[row][where[mine].ravel()] = True
+                    bits[row][where[:, mine].ravel()] = True
         return cls(size, hashes, num_entries, current, tuple(bits))
 
     def might_contain(self, keys: pa.Array | Sequence[str]) -> np.ndarray:
@@ -172,7 +181,7 @@ class BloomFilter:
             where = _bit_positions(matrix, self.hashes, self.vector_size)
             hit = np.zeros(len(positions), dtype=bool)
             for bits in self.rows:
-                hit |= bits[where].all(axis=1)
+                hit |= bits[where].all(axis=0)
             result[positions] = hit
         return result
 
