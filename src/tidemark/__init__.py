@@ -14,6 +14,7 @@ from tidemark.errors import (
     MissingColumnError,
     NotSavepointedError,
     NullRecordKeyError,
+    RolledBackConflictError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
@@ -21,6 +22,7 @@ from tidemark.errors import (
     UnknownOptionError,
     UnsupportedTableError,
     WriteConflictError,
+    WriterAliveError,
 )
 from tidemark.services.archive import ArchiveResult
 from tidemark.services.clean import CleanResult
@@ -82,6 +84,7 @@ __all__ = [
     "NotSavepointedError",
     "NullRecordKeyError",
     "RestoreResult",
+    "RolledBackConflictError",
     "SavepointResult",
     "SchemaMismatchError",
     "State",
@@ -92,5 +95,6 @@ __all__ = [
     "UnknownOptionError",
     "UnsupportedTableError",
     "WriteConflictError",
+    "WriterAliveError",
     "register",
 ]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
 from tidemark.errors import (
@@ -26,6 +27,7 @@ from tidemark.errors import (
     TableExistsError,
     TableNotFoundError,
     TidemarkError,
+    WriterAliveError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
@@ -548,11 +550,24 @@ class Table:
                 heartbeat.stop()
         return compaction.CompactionResult(instant, tuple(stats))
 
-    def rollback(self, instant_time: str) -> RollbackResult:
-        """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
-        with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
+    def rollback(self, instant_time: str, *, force: bool = False) -> RollbackResult:
+        """Roll back a pending write, or the latest completed one. Publishes a rollback instant.
+
+        A pending write whose heartbeat is alive (its writer is running) is refused with
+        WriterAliveError unless ``force``: the writer then fails at commit. A write that
+        built on a rolled-back completed instant cannot commit afterwards (it gets
+        RolledBackConflictError), so the rollback is never undone by a concurrent writer.
+        """
+        protocol = self._protocol()
+        with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
             timeline = Timeline.load(self.storage)
-            return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
+            if protocol.finish_interrupted(timeline):
+                timeline = timeline.reload()
+            instant = find_instant(timeline, instant_time)
+            if not instant.is_completed and not force and protocol.writer_alive(instant):
+                beat = last_heartbeat_ms(self.storage, instant.requested_time) or now_ms()
+                raise WriterAliveError(instant.requested_time, now_ms() - beat)
+            return rollback(self.storage, instant, timeline=timeline)
 
     def cluster(
         self,
@@ -637,13 +652,15 @@ class Table:
                                     table_name=self.config.name, executor=executor)
         return service, settings
 
-    def rollback_failed_writes(self) -> list[RollbackResult]:
+    def rollback_failed_writes(self, *, force: bool = False) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,
-        with a single writer every pending write (none can be alive)."""
+        with a single writer every pending write but one whose heartbeat is alive (a writer
+        in another process is running it), or every one with ``force`` (its writer then fails).
+        Rollbacks, restores and cleans that a crash interrupted are finished first."""
         protocol = self._protocol()
         if self.write_config.multi_writer:
             return list(protocol.rollback_expired_writes())
-        return list(protocol.rollback_failed_writes())
+        return list(protocol.rollback_failed_writes(force=force))
 
     def clean(self) -> CleanResult:
         """Clean the table by hand: roll back failed writes whose heartbeat expired (never a live
@@ -726,7 +743,9 @@ class Table:
         ones too) is rolled back, newest first, and a restore instant records it.
         NotSavepointedError if the instant has no savepoint. Stop the writers first: their
         pending writes are rolled back and will fail to commit."""
-        with self._protocol().lock.hold("restore to a savepoint"):
+        protocol = self._protocol()
+        with protocol.lock.hold("restore to a savepoint"):
+            protocol.finish_interrupted(Timeline.load(self.storage))
             return restore(self.storage, Timeline.load(self.storage), instant_time)
 
     def close(self) -> None:

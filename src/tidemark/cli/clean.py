@@ -272,7 +272,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
             if ask and not rollback_cmd.confirm(ui, f"Roll back all {len(writes)} pending write(s)?"):
                 ui.out.print("aborted; nothing was changed")
                 return 1
-            results = table.rollback_failed_writes()
+            results = table.rollback_failed_writes(force=True)
             with working(ui, "cleaning"):
                 cleaned = None if args.failed_writes_only else table.clean()
         elif args.failed_writes_only:
