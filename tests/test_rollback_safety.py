@@ -174,9 +174,10 @@ def test_rollback_of_a_live_pending_write_is_refused_unless_forced(
     b = Writer(tmp_path, table, OCC, rows([1], "b"), paused=True)
     b.wait_for(b.ready)
     live = b.ready.read_text()
-    with tidemark.Table.open(table.path, spark=None, options=OCC) as admin:
-        with pytest.raises(tidemark.WriterAliveError, match="force"):
-            admin.rollback(live)
+    with tidemark.Table.open(table.path, spark=None, options=OCC) as admin, pytest.raises(
+        tidemark.WriterAliveError, match="force"
+    ):
+        admin.rollback(live)
     code = cli_main(["rollback", table.path, live, "--yes", "--options",
                      *(f"{k}={v}" for k, v in HEARTBEAT.items())])
     err = capsys.readouterr().err

@@ -675,7 +675,8 @@ class Table:
 
     def _clean(self, *, rollback_failed: bool) -> CleanResult:
         protocol = self._protocol()
-        rolled_back = tuple(protocol.rollback_expired_writes()) if rollback_failed else ()
+        # Pending cleans of dead cleaners are adopted below (and reported), not in the rollback step.
+        rolled_back = tuple(protocol.rollback_expired_writes(finish_cleans=False)) if rollback_failed else ()
         if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
             # Checked without the lock first, so writers that clean inline after every commit
             # take the lock only when there is something to do.

@@ -146,22 +146,22 @@ class CommitProtocol:
             and self.heartbeats.is_expired(self.storage, i.requested_time, requested_ms=_requested_ms(i.requested_time))
         ]
 
-    def rollback_expired_writes(self) -> list[RollbackResult]:
+    def rollback_expired_writes(self, *, finish_cleans: bool = True) -> list[RollbackResult]:
         """LAZY cleaning: roll back pending writes whose heartbeat expired, never a live one.
 
         Each rollback runs under the table lock after re-checking that the instant is
         still pending and expired, so two cleaners finding the same dead write roll it
-        back once. Interrupted rollbacks, restores and cleans are finished first, whether
-        or not any write expired.
+        back once. Interrupted rollbacks, restores and (unless not ``finish_cleans``: a clean
+        adopts them itself) cleans are finished first, whether or not any write expired.
         """
         results: list[RollbackResult] = []
         timeline = Timeline.load(self.storage)
         self._remove_leftovers_of_completed(timeline)
-        if not self.expired_pending_writes(timeline) and not self._interrupted(timeline):
+        if not self.expired_pending_writes(timeline) and not self._interrupted(timeline, finish_cleans):
             return results
         with self.lock.hold("roll back failed writes"):
             timeline = Timeline.load(self.storage)
-            results += self.finish_interrupted(timeline)
+            results += self.finish_interrupted(timeline, finish_cleans=finish_cleans)
             timeline = timeline.reload()
             for inst in self.expired_pending_writes(timeline):
                 results.append(rollback(self.storage, inst, timeline=timeline))
@@ -180,13 +180,13 @@ class CommitProtocol:
             if self.heartbeats.is_expired(self.storage, c.requested_time, requested_ms=_requested_ms(c.requested_time))
         ]
 
-    def _interrupted(self, timeline: Timeline) -> bool:
+    def _interrupted(self, timeline: Timeline, cleans: bool = True) -> bool:
         """Whether a rollback or restore is pending (from outside the lock: perhaps still running),
         or a clean whose cleaner is gone."""
         pending = timeline.filter(actions=[Action.ROLLBACK, Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT])
-        return bool(pending) or bool(self._dead_cleans(timeline))
+        return bool(pending) or (cleans and bool(self._dead_cleans(timeline)))
 
-    def finish_interrupted(self, timeline: Timeline) -> list[RollbackResult]:
+    def finish_interrupted(self, timeline: Timeline, *, finish_cleans: bool = True) -> list[RollbackResult]:
         """Finish what crashed processes left half done: rollbacks, then restores, then cleans.
 
         Call under the table lock. Every rollback and restore runs under the lock, so one
@@ -197,7 +197,7 @@ class CommitProtocol:
         if timeline.filter(actions=[Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT]):
             for restored in finish_pending_restores(self.storage, timeline.reload()):
                 results += restored.rollbacks
-        for clean in self._dead_cleans(timeline.reload()):
+        for clean in self._dead_cleans(timeline.reload()) if finish_cleans else ():
             finish_pending_clean(self.storage, clean, self.heartbeats, multi_writer=self.config.multi_writer)
         return results
 
