@@ -245,8 +245,33 @@ DYING = textwrap.dedent("""
             return saved(storage, tl)
         cl.savepointed_files = savepointed_files
 
+    elif spec["kill"] == "compaction_executing":
+        import tidemark.services.compaction as cp
+        cp.execute = lambda *args, **kwargs: die("compaction")
+    elif spec["kill"] == "none_pause_cluster_commit":
+        import time
+        import tidemark.services.cluster as cs
+        commit = cs.ClusteringService.commit
+        def paused(self, scheduled, stats):
+            Path(spec["ready"] + ".tmp").write_text(scheduled.instant_time)
+            os.replace(spec["ready"] + ".tmp", spec["ready"])
+            while not Path(spec["go"]).exists():
+                time.sleep(0.01)
+            return commit(self, scheduled, stats)
+        cs.ClusteringService.commit = paused
+
     table = tidemark.Table.open(spec["table"], spark=None, options=spec["options"])
-    if spec["act"] == "upsert":
+    if spec["act"] == "cluster":
+        try:
+            table.cluster()
+            outcome = {"status": "committed"}
+        except tidemark.TidemarkError as error:
+            outcome = {"status": "error", "error": type(error).__name__, "message": str(error)}
+        Path(spec["result"]).write_text(json.dumps(outcome))
+        raise SystemExit(0)
+    if spec["act"] == "compact":
+        table.compact()
+    elif spec["act"] == "upsert":
         table.upsert(pa.Table.from_pylist(spec["rows"]))
     elif spec["act"] == "restore":
         table.restore(spec["savepoint"])
@@ -340,5 +365,61 @@ def test_a_clean_killed_midway_is_finished_by_the_next_writer(tmp_path: Path) ->
         assert timeline.completed_instant(clean[0].requested_time) is not None
         got = visible(table)
         assert got[0][0] == "v2" and got[3][0] == "next"
+    finally:
+        table.close()
+
+
+# -- table services never bring a rolled-back instant back ----------------------------------
+
+
+def test_a_commit_under_a_pending_compaction_cannot_be_rolled_back(tmp_path: Path) -> None:
+    """The class of 13.1 for compaction: a compaction plan that merges a deltacommit's logs would
+    publish its rows again after a rollback; the rollback is refused until the compaction is done
+    (and then the compaction, a later commit, must be rolled back first)."""
+    table = make_table(tmp_path / "t", OCC, "MERGE_ON_READ")
+    try:
+        c1 = table.upsert(pa.Table.from_pylist(rows([0], "a"))).instant_time  # a log on p0's slice
+        die_in_a_process(tmp_path, table, OCC, kill="compaction_executing", act="compact")
+        assert [i.action for i in pending(table)] == [Action.COMPACTION]
+        with pytest.raises(tidemark.TidemarkError, match="compaction"):
+            table.rollback(c1)
+        assert visible(table)[0] == ("a", c1)
+        deadline = time.monotonic() + 30
+        while table.compact() is None:  # left alone until the dead compactor's heartbeat expired
+            assert time.monotonic() < deadline, "the interrupted compaction was never finished"
+            time.sleep(0.1)
+        assert not pending(table)
+        assert visible(table)[0] == ("a", c1)
+        with pytest.raises(tidemark.TidemarkError, match="later commits"):
+            table.rollback(c1)
+    finally:
+        table.close()
+
+
+def test_a_clustering_that_read_a_rolled_back_commit_is_aborted(tmp_path: Path) -> None:
+    """The class of 13.1 for clustering: a clustering planned before a commit was rolled back
+    rewrote that commit's rows; it must not publish them."""
+    options = {**OCC, "hoodie.parquet.small.file.limit": "0"}  # every insert a new small file group
+    table = make_table(tmp_path / "t", options)
+    try:
+        table.upsert(pa.Table.from_pylist(rows(list(range(10, 20)), "more")))
+        c1 = table.upsert(pa.Table.from_pylist(rows([0], "a"))).instant_time
+        ready, result = tmp_path / "cluster.ready", tmp_path / "cluster.result"
+        spec = {"table": table.path, "options": options, "signal": str(tmp_path / "unused"),
+                "kill": "none_pause_cluster_commit", "act": "cluster", "ready": str(ready), "go": str(tmp_path / "go"),
+                "result": str(result)}
+        proc = subprocess.Popen([sys.executable, "-c", DYING, json.dumps(spec)])
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the clustering never got ready"
+            time.sleep(0.01)
+        table.rollback(c1)
+        go(tmp_path)
+        assert proc.wait(timeout=60) == 0
+        outcome = json.loads(result.read_text())
+        assert outcome["status"] == "error" and outcome["error"] == "RolledBackConflictError", outcome
+        got = visible(table)
+        assert got[0][0] == "seed" and all(commit != c1 for _, commit in got.values())
+        assert not pending(table)
     finally:
         table.close()
