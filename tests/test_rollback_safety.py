@@ -423,3 +423,19 @@ def test_a_clustering_that_read_a_rolled_back_commit_is_aborted(tmp_path: Path) 
         assert not pending(table)
     finally:
         table.close()
+
+
+def test_a_writer_whose_instant_was_force_rolled_back_before_it_wrote_fails_typed(
+    tmp_path: Path, table: tidemark.Table
+) -> None:
+    """Forced rollback of a live write before it wrote anything: the writer fails with a typed
+    error (never a raw OSError) and nothing of it becomes visible."""
+    b = Writer(tmp_path, table, OCC, rows([1, 6], "b"), pause_before_write=barrier(tmp_path, "b"))
+    b.wait_for(tmp_path / "b.ready")
+    live = (tmp_path / "b.ready").read_text()
+    table.rollback(live, force=True)
+    go(tmp_path)
+    outcome = b.outcome()
+    assert outcome["status"] == "error" and outcome["instant_time"] == live, outcome
+    seed_only(table)
+    assert not pending(table)
