@@ -560,9 +560,8 @@ class Table:
         """
         protocol = self._protocol()
         with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
+            protocol.finish_interrupted(Timeline.load(self.storage))
             timeline = Timeline.load(self.storage)
-            if protocol.finish_interrupted(timeline):
-                timeline = timeline.reload()
             instant = find_instant(timeline, instant_time)
             if not instant.is_completed and not force and protocol.writer_alive(instant):
                 beat = last_heartbeat_ms(self.storage, instant.requested_time) or now_ms()

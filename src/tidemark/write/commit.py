@@ -130,8 +130,10 @@ class CommitProtocol:
         heartbeat is alive (a writer in another process is running it: it is left alone) unless
         ``force``. Interrupted rollbacks, restores and cleans are finished first."""
         timeline = timeline or Timeline.load(self.storage)
-        results = self.finish_interrupted(timeline)
-        timeline = timeline.reload()
+        results: list[RollbackResult] = []
+        if self._interrupted(timeline):  # checked first: the common path reads no more than before
+            results += self.finish_interrupted(timeline)
+            timeline = timeline.reload()
         for inst in timeline.pending:
             if inst.action in _WRITE_ACTIONS and (force or not self.writer_alive(inst)):
                 results.append(rollback(self.storage, inst, timeline=timeline))
@@ -161,8 +163,9 @@ class CommitProtocol:
             return results
         with self.lock.hold("roll back failed writes"):
             timeline = Timeline.load(self.storage)
-            results += self.finish_interrupted(timeline, finish_cleans=finish_cleans)
-            timeline = timeline.reload()
+            if self._interrupted(timeline, finish_cleans):
+                results += self.finish_interrupted(timeline, finish_cleans=finish_cleans)
+                timeline = timeline.reload()
             for inst in self.expired_pending_writes(timeline):
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
@@ -194,10 +197,13 @@ class CommitProtocol:
         it and is finished only once its heartbeat expired. Returns the rollbacks done.
         """
         results = finish_pending_rollbacks(self.storage, timeline)
+        if results:
+            timeline = timeline.reload()
         if timeline.filter(actions=[Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT]):
-            for restored in finish_pending_restores(self.storage, timeline.reload()):
+            for restored in finish_pending_restores(self.storage, timeline):
                 results += restored.rollbacks
-        for clean in self._dead_cleans(timeline.reload()) if finish_cleans else ():
+            timeline = timeline.reload()
+        for clean in self._dead_cleans(timeline) if finish_cleans else ():
             finish_pending_clean(self.storage, clean, self.heartbeats, multi_writer=self.config.multi_writer)
         return results
 
