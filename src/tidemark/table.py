@@ -705,8 +705,12 @@ class Table:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)
         once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
         Runs under the table lock. Time travel and incremental reads still reach archived instants."""
-        with self._protocol().lock.hold("archive the timeline"):
-            return archive(self.storage, Timeline.load(self.storage), self.write_config.archive)
+        protocol = self._protocol()
+        with protocol.lock.hold("archive the timeline"):
+            timeline = Timeline.load(self.storage)
+            if protocol.finish_interrupted(timeline):  # a crash's leftovers would hold archival back
+                timeline = timeline.reload()
+            return archive(self.storage, timeline, self.write_config.archive)
 
     def _run_inline_services(self) -> None:
         """After a successful write: clean and archive if due. A failing service is logged, never
