@@ -746,7 +746,9 @@ class Table:
         """Roll the table back to the savepointed ``instant_time``: every write after it (pending
         ones too) is rolled back, newest first, and a restore instant records it.
         NotSavepointedError if the instant has no savepoint. Stop the writers first: their
-        pending writes are rolled back and will fail to commit."""
+        pending writes are rolled back and will fail to commit, as will a write that built on
+        a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
+        finished by the next write or clean; until then every commit fails."""
         protocol = self._protocol()
         with protocol.lock.hold("restore to a savepoint"):
             protocol.finish_interrupted(Timeline.load(self.storage))
