@@ -15,6 +15,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
+    ├── WriterAliveError            rollback of a pending write whose writer's heartbeat is alive
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
         │   ├── EarlyConflictError  ... or is writing them: found while writing, not at commit
@@ -24,7 +25,6 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
         │                                (retried by Table) or has planned (reject strategy)
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
         └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
-    WriterAliveError                rollback of a pending write whose writer's heartbeat is alive
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
 can branch on them without parsing messages.
