@@ -376,9 +376,9 @@ def test_rollback_warns_about_a_live_heartbeat(
     capsys: pytest.CaptureFixture[str], arrow_table: str, protocol: CommitProtocol
 ) -> None:
     live = protocol.start("UPSERT", Action.COMMIT).instant_time
-    code, out, err = run(capsys, "rollback", arrow_table, live, "--yes", *HEARTBEAT_ARGS)
+    code, out, err = run(capsys, "rollback", arrow_table, live, "--yes", "--force", *HEARTBEAT_ARGS)
     assert code == 0, err
-    assert "its heartbeat is alive" in err and "`tidemark clean` would leave it alone" in err
+    assert "its heartbeat is alive" in err and "that writer will fail" in err
     assert f"rolled back {live}" in out
     assert live not in instants_of(arrow_table)
 

@@ -18,6 +18,7 @@ from tidemark.errors import (
     MissingDependencyError,
     NotSavepointedError,
     NullRecordKeyError,
+    RolledBackConflictError,
     SchemaMismatchError,
     TableExistsError,
     TableNotFoundError,
@@ -26,6 +27,7 @@ from tidemark.errors import (
     UnsupportedTableError,
     UnsupportedTypeError,
     WriteConflictError,
+    WriterAliveError,
     WriterSettingsError,
 )
 from tidemark.services.archive import ArchiveResult
@@ -75,6 +77,7 @@ __all__ = [
     "NotSavepointedError",
     "NullRecordKeyError",
     "RestoreResult",
+    "RolledBackConflictError",
     "SavepointResult",
     "SchemaMismatchError",
     "State",
@@ -86,6 +89,7 @@ __all__ = [
     "UnsupportedTableError",
     "UnsupportedTypeError",
     "WriteConflictError",
+    "WriterAliveError",
     "WriterSettingsError",
     "register",
 ]

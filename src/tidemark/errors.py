@@ -22,10 +22,12 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
+    ├── WriterAliveError            rollback of a pending write whose writer's heartbeat is alive
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
         │   ├── EarlyConflictError  ... or is writing them: found while writing, not at commit
         │   ├── BaseFileGoneError   ... and the version this write merged against was cleaned meanwhile
+        │   ├── RolledBackConflictError  a rollback or restore removed what the write built on
         │   └── ClusteringConflictError  the write touched file groups a clustering replaced
         │                                (retried by Table) or has planned (reject strategy)
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
@@ -395,6 +397,66 @@ class BaseFileGoneError(WriteConflictError):
         self.conflicting_instant = conflicting_instant
         self.file_groups = [file_group]
         self.base_file = base_file
+
+
+class RolledBackConflictError(WriteConflictError):
+    """The write built on a completed instant that a rollback or restore removed after the write
+    planned (or a restore is in progress): publishing it would bring the rolled-back rows back.
+
+    ``conflicting_instant`` is the rollback (or restore) instant, ``rolled_back`` the instant it
+    undid (None for a restore in progress), ``base_file`` the removed file the write read, if that
+    is how it was found. The write was rolled back; retrying it builds on the table as it is now.
+    """
+
+    def __init__(
+        self,
+        *,
+        instant_time: str | None,
+        conflicting_instant: str,
+        rolled_back: str | None,
+        file_groups: Sequence[tuple[str, str]],
+        base_file: str | None = None,
+    ) -> None:
+        shown = ", ".join(f"{p or '<root>'}/{f}" for p, f in list(file_groups)[:5])
+        if rolled_back is None:
+            what = (
+                f"restore {conflicting_instant} is in progress (or was interrupted; the next write or "
+                "`tidemark clean` finishes it)"
+            )
+        elif base_file is not None:
+            what = (
+                f"the base file {base_file} it merged against was removed by rollback {conflicting_instant} "
+                f"of instant {rolled_back}"
+            )
+        else:
+            what = (
+                f"it built on instant {rolled_back} (file group(s) {shown}), which rollback "
+                f"{conflicting_instant} removed after the write planned"
+            )
+        CommitError.__init__(
+            self,
+            f"{f'write {instant_time}' if instant_time else 'this write'} cannot commit: {what}. "
+            "The write was rolled back; retry it.",
+            instant_time=instant_time,
+        )
+        self.conflicting_instant = conflicting_instant
+        self.rolled_back = rolled_back
+        self.file_groups = list(file_groups)
+        self.base_file = base_file
+
+
+class WriterAliveError(TidemarkError):
+    """Rolling back a pending write whose writer is alive (its heartbeat is fresh) was refused:
+    the writer would fail at commit. Wait for it, or force the rollback (the writer then fails)."""
+
+    def __init__(self, instant_time: str, age_ms: int) -> None:
+        super().__init__(
+            f"instant {instant_time} is pending and its writer is alive (last heartbeat {age_ms} ms ago): "
+            "it may still commit. Wait until it finishes or its heartbeat expires, or force the rollback "
+            "(force=True / --force); the writer will then fail."
+        )
+        self.instant_time = instant_time
+        self.age_ms = age_ms
 
 
 class HeartbeatExpiredError(CommitError):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tidemark.concurrency import writer_settings
+from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.resolve import parse_option, validate_keys
@@ -28,6 +29,7 @@ from tidemark.errors import (
     TableExistsError,
     TableNotFoundError,
     TidemarkError,
+    WriterAliveError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
@@ -699,12 +701,24 @@ class Table:
                 heartbeat.stop()
         return compaction.CompactionResult(instant, tuple(stats))
 
-    def rollback(self, instant_time: str) -> RollbackResult:
-        """Roll back a pending write, or the latest completed one. Publishes a rollback instant."""
+    def rollback(self, instant_time: str, *, force: bool = False) -> RollbackResult:
+        """Roll back a pending write, or the latest completed one. Publishes a rollback instant.
+
+        A pending write whose heartbeat is alive (its writer is running) is refused with
+        WriterAliveError unless ``force``: the writer then fails at commit. A write that
+        built on a rolled-back completed instant cannot commit afterwards (it gets
+        RolledBackConflictError), so the rollback is never undone by a concurrent writer.
+        """
         self._check_writer()
-        with self._protocol().lock.hold("roll back an instant"):  # no lock in single-writer mode
+        protocol = self._protocol()
+        with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
+            protocol.finish_interrupted(Timeline.load(self.storage))
             timeline = Timeline.load(self.storage)
-            return rollback(self.storage, find_instant(timeline, instant_time), timeline=timeline)
+            instant = find_instant(timeline, instant_time)
+            if not instant.is_completed and not force and protocol.writer_alive(instant):
+                beat = last_heartbeat_ms(self.storage, instant.requested_time) or now_ms()
+                raise WriterAliveError(instant.requested_time, now_ms() - beat)
+            return rollback(self.storage, instant, timeline=timeline)
 
     def cluster(
         self,
@@ -790,14 +804,16 @@ class Table:
                                     table_name=self.config.name, executor=executor)
         return service, settings
 
-    def rollback_failed_writes(self) -> list[RollbackResult]:
+    def rollback_failed_writes(self, *, force: bool = False) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,
-        with a single writer every pending write (none can be alive)."""
+        with a single writer every pending write but one whose heartbeat is alive (a writer
+        in another process is running it), or every one with ``force`` (its writer then fails).
+        Rollbacks, restores and cleans that a crash interrupted are finished first."""
         protocol = self._protocol()
         self._check_writer()
         if self.write_config.multi_writer:
             return list(protocol.rollback_expired_writes())
-        return list(protocol.rollback_failed_writes())
+        return list(protocol.rollback_failed_writes(force=force))
 
     def clean(self) -> CleanResult:
         """Clean the table by hand: roll back failed writes whose heartbeat expired (never a live
@@ -813,7 +829,8 @@ class Table:
     def _clean(self, *, rollback_failed: bool) -> CleanResult:
         protocol = self._protocol()
         self._check_writer()
-        rolled_back = tuple(protocol.rollback_expired_writes()) if rollback_failed else ()
+        # Pending cleans of dead cleaners are adopted below (and reported), not in the rollback step.
+        rolled_back = tuple(protocol.rollback_expired_writes(finish_cleans=False)) if rollback_failed else ()
         if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
             # Checked without the lock first, so writers that clean inline after every commit
             # take the lock only when there is something to do.
@@ -844,8 +861,12 @@ class Table:
         once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
         Runs under the table lock. Time travel and incremental reads still reach archived instants."""
         self._check_writer()
-        with self._protocol().lock.hold("archive the timeline"):
-            return archive(self.storage, Timeline.load(self.storage), self.write_config.archive)
+        protocol = self._protocol()
+        with protocol.lock.hold("archive the timeline"):
+            timeline = Timeline.load(self.storage)
+            if protocol.finish_interrupted(timeline):  # a crash's leftovers would hold archival back
+                timeline = timeline.reload()
+            return archive(self.storage, timeline, self.write_config.archive)
 
     def _run_inline_services(self) -> None:
         """After a successful write: clean and archive if due. A failing service is logged, never
@@ -883,9 +904,13 @@ class Table:
         """Roll the table back to the savepointed ``instant_time``: every write after it (pending
         ones too) is rolled back, newest first, and a restore instant records it.
         NotSavepointedError if the instant has no savepoint. Stop the writers first: their
-        pending writes are rolled back and will fail to commit."""
+        pending writes are rolled back and will fail to commit, as will a write that built on
+        a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
+        finished by the next write or clean; until then every commit fails."""
         self._check_writer()
-        with self._protocol().lock.hold("restore to a savepoint"):
+        protocol = self._protocol()
+        with protocol.lock.hold("restore to a savepoint"):
+            protocol.finish_interrupted(Timeline.load(self.storage))
             return restore(self.storage, Timeline.load(self.storage), instant_time)
 
     def close(self) -> None:

@@ -246,11 +246,11 @@ def _print_archive(ui: Ui, result: ArchiveResult) -> None:
 def _rollback_all_pending(table: Table) -> list[RollbackResult]:
     """Every pending write, live heartbeat or not; under the writers' lock when the table has one."""
     if not table.write_config.multi_writer:
-        return table.rollback_failed_writes()
+        return table.rollback_failed_writes(force=True)
     table._check_writer()  # the writers' own settings, or refused before anything is rolled back
     protocol = table._protocol()
     with protocol.lock.hold("roll back every pending write"):
-        return list(protocol.rollback_failed_writes())
+        return list(protocol.rollback_failed_writes(force=True))
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:

@@ -19,7 +19,7 @@ from tidemark.cli.output import (
     with_recorded_writer_settings,
 )
 from tidemark.cli.timeline import describe, liveness, policy_of
-from tidemark.errors import TidemarkError
+from tidemark.errors import TidemarkError, WriterAliveError
 from tidemark.services.rollback import find_instant
 from tidemark.table import Table
 from tidemark.timeline import Timeline
@@ -31,11 +31,11 @@ wrote and its instant, and record a rollback instant on the timeline.
 INSTANT can be
   * a pending write (state requested or inflight): a write that failed, or
     whose process died, and left files behind. Readers never see these files;
-    rolling back removes them. Only do this when no writer is running: a
-    pending instant may belong to a write that is still in progress. Its
-    heartbeat is shown (with the default expiry, or the one given with
-    --options); `tidemark clean` rolls back only writes whose heartbeat
-    expired, which is safe while other writers run.
+    rolling back removes them. A pending write whose heartbeat is alive (with
+    the default expiry, or the one given with --options) may still be running:
+    it is refused unless --force is given, and then that writer will fail
+    when it tries to commit. `tidemark clean` rolls back only writes whose
+    heartbeat expired, which is safe while other writers run.
   * the latest completed write (commit or replacecommit). Its rows disappear
     from the table at once: readers see the table as it was before it.
     An older completed write cannot be rolled back while later ones build on
@@ -53,6 +53,8 @@ examples:
       show what would be rolled back, ask, then roll it back
   tidemark rollback /data/trips 20261122035154682 --yes
       no question asked (for scripts)
+  tidemark rollback /data/trips 20261122035154682 --force
+      roll back a pending write even though its writer looks alive (it will fail)
 """
 
 
@@ -72,6 +74,10 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument(
         "-y", "--yes", action="store_true",
         help="do not ask for confirmation",
+    )
+    parser.add_argument(
+        "--force", action="store_true",
+        help="roll back a pending write even if its heartbeat is alive: its writer will then fail",
     )
     add_options_argument(parser, "for the heartbeat expiry (hoodie.client.heartbeat.*)")
     parser.set_defaults(run=run)
@@ -126,16 +132,19 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         ui.out.print("  pending: its files are not visible to readers; rolling back deletes them")
         beat = liveness(table.storage, instant, policy_of(table))
         if beat is not None and beat.status == "alive":
+            if not args.force:
+                # Refused before asking; the library refuses again under the lock.
+                raise WriterAliveError(instant.requested_time, beat.age_ms or 0)
             ui.err.print(
                 f"[yellow]warning:[/] its heartbeat is alive (last beat {ago(beat.age_ms or 0)} ago):"
-                " a writer may still be running it; `tidemark clean` would leave it alone",
+                " a writer may still be running it; with --force it is rolled back and that writer will fail",
                 soft_wrap=True,
             )
     ask = not args.yes and stdin_is_interactive()
     if ask and not confirm(ui, f"Roll back {instant.requested_time}?"):
         ui.out.print("aborted; nothing was changed")
         return 1
-    result = table.rollback(instant.requested_time)
+    result = table.rollback(instant.requested_time, force=args.force)
     deleted = result.deleted_files
     ui.out.print(
         f"{ui.check} rolled back {instant.requested_time}: deleted {count(len(deleted))} "

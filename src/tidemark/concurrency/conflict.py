@@ -18,6 +18,11 @@ Three questions, as in Hudi's strategy interface:
      key columns, read only where both inserted into the same partition;
 3. can it be resolved: not here; the write aborts and may be retried.
 
+Whatever the strategy, :func:`not_built_on_rolled_back` also holds: a write must not
+publish on top of a completed instant that a rollback removed after the write planned
+(its new file versions carry the rolled-back rows, which would come back), nor while a
+restore is pending (see the function).
+
 Clustering (a table service) and ingestion: with the default update strategy
 ``allow`` a pending clustering plan never fails a write: the clustering checks
 at its own commit and aborts if a write touched its file groups (ingestion
@@ -37,12 +42,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.errors import ClusteringConflictError, ConfigError, WriteConflictError
+from tidemark.errors import ClusteringConflictError, ConfigError, RolledBackConflictError, WriteConflictError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
-from tidemark.format.commit_metadata import CommitMetadata, WriteStat
-from tidemark.format.names import COMMIT_TIME, RECORD_KEY
+from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro
+from tidemark.format.log_file import parse_log_file_name
+from tidemark.format.names import COMMIT_TIME, RECORD_KEY, TIMELINE_DIR, parse_base_file_name
 from tidemark.storage import Storage
-from tidemark.timeline import Action, Instant, Timeline
+from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 
 _SERVICE_PLANS = {Action.COMPACTION, Action.CLUSTERING, Action.LOG_COMPACTION}
 
@@ -91,6 +97,79 @@ def _written_keys(storage: Storage, stats: Iterable[WriteStat], instant_time: st
         mine = table.filter(pc.equal(table.column(COMMIT_TIME), instant_time))
         out.setdefault(stat.partition_path, []).append(mine.column(RECORD_KEY).combine_chunks())
     return {p: pa.concat_arrays(arrays) for p, arrays in out.items()}
+
+
+def file_group_of(path: str) -> tuple[str, str] | None:
+    """(partition, file id) of a base or log file path relative to the table, or None."""
+    partition, _, name = path.rpartition("/")
+    parsed = parse_base_file_name(name) or parse_log_file_name(name)
+    return None if parsed is None else (partition, parsed.file_id)
+
+
+def undone_by_rollback(
+    storage: Storage, timeline: Timeline, rollback: Instant
+) -> tuple[str | None, set[tuple[str, str]]]:
+    """The instant a rollback undoes, and the file groups it removes files from.
+
+    From its plan (``<r>.rollback.requested``: every file it is to delete) and, once completed,
+    its metadata (the files it did delete); either may be missing (archived, half written).
+    """
+    target: str | None = None
+    files: list[str] = []
+    plan = f"{TIMELINE_DIR}/{instant_file_name(rollback.requested_time, Action.ROLLBACK, State.REQUESTED)}"
+    try:
+        rec = read_avro(storage.read_bytes(plan))
+        target = (rec.get("instantToRollback") or {}).get("commitTime")
+        files += rec.get("filesToDelete") or []
+    except (FileNotFoundError, ValueError, EOFError):
+        pass
+    if rollback.is_completed:
+        try:
+            rec = read_avro(timeline.instant_bytes(rollback))
+        except (FileNotFoundError, ValueError, EOFError):
+            rec = {}
+        target = target or next(iter(rec.get("commitsRollback") or []), None)
+        for meta in (rec.get("partitionMetadata") or {}).values():
+            files += meta.get("successDeleteFiles") or []
+    groups = {g for g in map(file_group_of, files) if g is not None}
+    return target, groups
+
+
+def not_built_on_rolled_back(storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
+    """A write must not publish on top of what a rollback or restore removed since it planned.
+
+    * a rollback (completed, or left pending by a dead process) of an instant that was
+      completed in the write's snapshot, which removed files of a file group the write
+      touches: the write's new file versions were built on the rolled-back ones (its base
+      file, or the slice its logs were appended to), so publishing it would bring the
+      rolled-back rows back. Rollbacks of writes that were pending in the snapshot never
+      conflict: the write could not see their files.
+    * any pending restore: it is rolling the table back to a savepoint and must be finished
+      first (the next write or `tidemark clean` finishes it). A restore runs under the table
+      lock, so one seen pending from under the lock was interrupted.
+
+    Raises :class:`RolledBackConflictError`. Holds whatever the conflict strategy, so a
+    rollback is never undone by a concurrent writer.
+    """
+    for restore in timeline.filter(actions=[Action.RESTORE]):
+        if not restore.is_completed:
+            raise RolledBackConflictError(
+                instant_time=mine.instant_time, conflicting_instant=restore.requested_time, rolled_back=None,
+                file_groups=[],
+            )
+    touched = mine.file_groups()
+    for rollback in timeline.filter(actions=[Action.ROLLBACK]):
+        if rollback.requested_time in mine.seen:
+            continue
+        target, groups = undone_by_rollback(storage, timeline, rollback)
+        if target is None or target not in mine.seen:
+            continue
+        shared = sorted(touched & groups)
+        if shared:
+            raise RolledBackConflictError(
+                instant_time=mine.instant_time, conflicting_instant=rollback.requested_time, rolled_back=target,
+                file_groups=shared,
+            )
 
 
 class ConflictResolutionStrategy:

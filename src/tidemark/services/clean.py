@@ -34,9 +34,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from tidemark.concurrency.conflict import undone_by_rollback
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import CleanConfig, CleanPolicy
-from tidemark.errors import BaseFileGoneError
+from tidemark.errors import BaseFileGoneError, RolledBackConflictError, WriteConflictError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
@@ -409,8 +410,31 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
             scheduled.heartbeat.stop()
 
 
-def superseded_base_file(storage: Storage, failure: BaseException) -> BaseFileGoneError | None:
+def finish_pending_clean(
+    storage: Storage, inst: Instant, heartbeats: HeartbeatPolicy, *, multi_writer: bool
+) -> CleanResult | None:
+    """Execute the plan of a clean left requested or inflight by a cleaner that is gone (its
+    heartbeat expired, or single-writer mode). Call under the table lock, after checking that.
+    None if its plan cannot be read (it is then left for `tidemark clean` to report)."""
+    plan = None
+    for state in (State.REQUESTED, State.INFLIGHT):
+        name = instant_file_name(inst.requested_time, Action.CLEAN, state)
+        try:
+            plan = CleanPlan.from_avro(inst.requested_time, storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
+            break
+        except FileNotFoundError:
+            continue
+    if plan is None:
+        return None
+    beat = Heartbeat(storage, inst.requested_time, heartbeats).start() if multi_writer else None
+    return execute_clean(storage, ScheduledClean(plan, beat))
+
+
+def superseded_base_file(storage: Storage, failure: BaseException) -> WriteConflictError | None:
     """The conflict behind a write that found its base file gone, or None if it was not that.
+
+    :class:`RolledBackConflictError` when a rollback (or restore) of the instant that wrote
+    the file removed it; else :class:`BaseFileGoneError`, as follows.
 
     A writer reads the latest version of a file group as its snapshot showed it. The
     cleaner deletes a version only after a newer one (or a replacecommit) completed, so a
@@ -435,6 +459,13 @@ def superseded_base_file(storage: Storage, failure: BaseException) -> BaseFileGo
         return None
     partition = path.rsplit("/", 1)[0] if "/" in path else ""
     timeline = Timeline.load(storage)
+    for rollback in timeline.filter(actions=[Action.ROLLBACK]):
+        target, _ = undone_by_rollback(storage, timeline, rollback)
+        if target == parsed.instant_time:
+            return RolledBackConflictError(
+                instant_time=None, conflicting_instant=rollback.requested_time, rolled_back=target,
+                file_groups=[(partition, parsed.file_id)], base_file=path,
+            )
     group = committed_versions(storage, timeline).get((partition, parsed.file_id), [])
     newer = [v.instant_time for v in group if v.instant_time > parsed.instant_time]
     replaced_by = _replaced_groups(timeline).get((partition, parsed.file_id))

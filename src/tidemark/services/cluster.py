@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from tidemark.concurrency.conflict import PendingCommit, not_built_on_rolled_back
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import ClusteringConfig, WriteConfig
 from tidemark.errors import ClusteringAbortedError, CommitError, ConfigError
@@ -162,6 +163,8 @@ class ScheduledClustering:
     plan: ClusteringPlan
     heartbeat: Heartbeat | None = field(default=None, repr=False, compare=False)
     schema: pa.Schema | None = field(default=None, repr=False, compare=False)  # the table's, at the plan
+    # Instants completed when the plan was made: the clustering rewrites their files.
+    seen: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
 
 
 def _latest_schema_json(timeline: Timeline) -> str | None:
@@ -310,7 +313,8 @@ class ClusteringService:
                     # this Table object read it): every planned file was written with it or a subset.
                     schema_json = _latest_schema_json(timeline)
                     schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
-                    return ScheduledClustering(instant_time, plan, heartbeat, schema), rolled_back
+                    seen = frozenset(i.requested_time for i in timeline.completed)
+                    return ScheduledClustering(instant_time, plan, heartbeat, schema, seen), rolled_back
                 if heartbeat is not None:
                     heartbeat.stop()
                 timeline = timeline.reload()
@@ -387,6 +391,10 @@ class ClusteringService:
                 if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
                     raise CommitError(f"clustering {t}: its heartbeat expired", instant_time=t)
                 self._ingestion_wins(timeline, scheduled)
+                # Like a write: never publish rows of an instant rolled back since the plan.
+                replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
+                not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
+                                                                               scheduled.seen))
                 completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
                 name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())

@@ -59,6 +59,8 @@ def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = 
             )
     started = time.monotonic()
     files = _files_of(storage, timeline, instant)
+    if instant.is_completed:
+        _not_being_compacted(storage, timeline, instant, files)
     rollback_time = new_instant_time(floor=timeline.max_time())
     plan = {
         "instantToRollback": {
@@ -71,6 +73,32 @@ def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = 
     requested = instant_file_name(rollback_time, Action.ROLLBACK, State.REQUESTED)
     storage.create_if_absent(f"{TIMELINE_DIR}/{requested}", write_avro("rollback_plan", plan))
     return _execute(storage, rollback_time, instant, files, started)
+
+
+def _not_being_compacted(storage: Storage, timeline: Timeline, instant: Instant, files: list[str]) -> None:
+    """Refuse to roll back a completed instant whose files a pending compaction plan merges: the
+    compacted slices would bring its rows back. (Plans are made under the lock, as rollbacks run,
+    so this check cannot miss one.) Once that compaction completed it builds on the instant and
+    must be rolled back first, like any later commit."""
+    names = {f.rsplit("/", 1)[-1] for f in files}
+    compactions = [Action.COMPACTION, Action.LOG_COMPACTION]
+    for plan in timeline.filter(actions=compactions, states=[State.REQUESTED, State.INFLIGHT]):
+        path = f"{TIMELINE_DIR}/{instant_file_name(plan.requested_time, plan.action, State.REQUESTED)}"
+        try:
+            rec = read_avro(storage.read_bytes(path))
+        except FileNotFoundError:
+            continue
+        merged: set[str] = set()
+        for op in rec.get("operations") or ():
+            merged.update(op.get("deltaFilePaths") or ())
+            if op.get("dataFilePath"):
+                merged.add(op["dataFilePath"])
+        if names & {m.rsplit("/", 1)[-1] for m in merged}:
+            raise TidemarkError(
+                f"instant {instant.requested_time} cannot be rolled back: compaction {plan.requested_time} "
+                "is merging its files; run the compaction to its end (`tidemark compact`), then roll back "
+                "the compaction first (newest first)"
+            )
 
 
 def _execute(

@@ -18,6 +18,10 @@ the table lock), then records it::
     ... one rollback per instant ...
     <r>_<done>.restore             HoodieRestoreMetadata, with each rollback's metadata
 
+A restore left requested or inflight by a crash is finished by the next writer or service
+(:func:`finish_pending_restores`); until then every commit fails (it would build on
+instants the restore is removing).
+
 Restore refuses an instant that is not savepointed, and one after which instants
 were already archived (their files can no longer be listed from the active timeline).
 """
@@ -27,6 +31,7 @@ from __future__ import annotations
 import getpass
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from tidemark.errors import InstantNotFoundError, NotSavepointedError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
@@ -181,12 +186,6 @@ def restore(storage: Storage, timeline: Timeline, instant_time: str) -> RestoreR
                 f"(e.g. {later_archived[0].requested_time}); hoodie.archive.beyond.savepoint=false keeps them"
             )
     doomed = [i for i in timeline if i.action in _WRITES and i.requested_time > instant_time]
-    # Pending writes first, then completed ones newest completion first: each rollback then
-    # undoes the latest state, which rollback() insists on.
-    doomed = [i for i in doomed if not i.is_completed] + sorted(
-        (i for i in doomed if i.is_completed), key=lambda i: i.completion_time or "", reverse=True
-    )
-    started = time.monotonic()
     restore_time = new_instant_time(floor=timeline.max_time())
     infos = [{"commitTime": i.requested_time, "action": i.action.value} for i in doomed]
     plan = {"instantsToRollback": infos, "version": 1, "savepointToRestoreTimestamp": instant_time}
@@ -194,8 +193,26 @@ def restore(storage: Storage, timeline: Timeline, instant_time: str) -> RestoreR
     storage.create_if_absent(f"{TIMELINE_DIR}/{requested}", write_avro("restore_plan", plan))
     inflight = instant_file_name(restore_time, Action.RESTORE, State.INFLIGHT)
     storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", write_avro("restore_plan", plan))
+    return _execute_restore(storage, restore_time, plan, time.monotonic())
+
+
+def _execute_restore(storage: Storage, restore_time: str, plan: dict[str, Any], started: float) -> RestoreResult:
+    """Roll back the planned instants still on the timeline, then publish the restore.
+
+    Safe to repeat: instants rolled back already are gone from the timeline (a rollback left
+    pending must be finished first, see :func:`finish_pending_rollbacks`).
+    """
+    instant_time = plan.get("savepointToRestoreTimestamp") or ""
+    infos = list(plan.get("instantsToRollback") or [])
+    planned = {i["commitTime"] for i in infos}
+    current = Timeline.load(storage)
+    doomed = [i for i in current if i.action in _WRITES and i.requested_time in planned]
+    # Pending writes first, then completed ones newest completion first: each rollback then
+    # undoes the latest state, which rollback() insists on.
+    doomed = [i for i in doomed if not i.is_completed] + sorted(
+        (i for i in doomed if i.is_completed), key=lambda i: i.completion_time or "", reverse=True
+    )
     results: list[RollbackResult] = []
-    current = timeline
     for inst in doomed:
         results.append(rollback(storage, inst, timeline=current))
         current = current.reload()
@@ -203,21 +220,49 @@ def restore(storage: Storage, timeline: Timeline, instant_time: str) -> RestoreR
     for sp in current.filter(actions=[Action.SAVEPOINT]):
         if sp.requested_time > instant_time:
             delete_savepoint(storage, current, sp.requested_time)
-    rollback_meta = {
-        r.rolled_back.requested_time: [read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{r.rollback_instant.file_name}"))]
-        for r in results
-    }
+    # Each planned instant's rollback, this run's or (an interrupted restore) an earlier one's.
+    rollback_meta: dict[str, list[dict[str, Any]]] = {}
+    for done in current.filter(actions=[Action.ROLLBACK], states=[State.COMPLETED]):
+        if done.requested_time < restore_time:
+            continue
+        rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{done.file_name}"))
+        for target in rec.get("commitsRollback") or []:
+            if target in planned:
+                rollback_meta[target] = [rec]
     meta = {
         "startRestoreTime": restore_time,
         "timeTakenInMillis": int((time.monotonic() - started) * 1000),
-        "instantsToRollback": [i.requested_time for i in doomed],
+        "instantsToRollback": [i["commitTime"] for i in infos],
         "hoodieRestoreMetadata": rollback_meta,
         "version": 1,
         "restoreInstantInfo": infos,
         "extraMetadata": {"savepoint": instant_time},
     }
     completion = new_instant_time(floor=Timeline.load(storage).max_time())
-    done = instant_file_name(restore_time, Action.RESTORE, State.COMPLETED, completion)
-    storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("restore", meta))
+    done_name = instant_file_name(restore_time, Action.RESTORE, State.COMPLETED, completion)
+    storage.create_if_absent(f"{TIMELINE_DIR}/{done_name}", write_avro("restore", meta))
     return RestoreResult(Instant(restore_time, Action.RESTORE, State.COMPLETED, completion), instant_time,
                          tuple(results))
+
+
+def finish_pending_restores(storage: Storage, timeline: Timeline) -> list[RestoreResult]:
+    """Complete restores that a crashed process left requested or inflight.
+
+    Call under the table lock (a restore runs under it, so one seen pending from there was
+    interrupted), after finishing pending rollbacks. Writes cannot have completed since the
+    restore began: a pending restore fails every commit (see the conflict rules).
+    """
+    results = []
+    for pending in timeline.filter(actions=[Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT]):
+        plan: dict[str, Any] = {}
+        for state in (State.INFLIGHT, State.REQUESTED):
+            path = f"{TIMELINE_DIR}/{instant_file_name(pending.requested_time, Action.RESTORE, state)}"
+            if storage.exists(path):
+                plan = read_avro(storage.read_bytes(path))
+                break
+        if not plan:
+            continue
+        inflight = instant_file_name(pending.requested_time, Action.RESTORE, State.INFLIGHT)
+        storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", write_avro("restore_plan", plan))
+        results.append(_execute_restore(storage, pending.requested_time, plan, time.monotonic()))
+    return results

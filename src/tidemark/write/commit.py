@@ -2,8 +2,10 @@
 
 Lifecycle of a :class:`PendingWrite`::
 
-    prepare_for_write()  EAGER: roll back every pending write (single writer);
-                         LAZY: roll back only writes whose heartbeat expired, under the lock
+    prepare_for_write()  finish rollbacks, restores and cleans that a crash interrupted;
+                         EAGER: roll back every pending write without a live heartbeat
+                         (single writer); LAZY: roll back only writes whose heartbeat
+                         expired, under the lock
     start()              [lock] new instant time above every time on the timeline;
                          heartbeat; <t>.<action>.requested
     inflight()           <t>.<action>.inflight with the planned file groups
@@ -11,7 +13,8 @@ Lifecycle of a :class:`PendingWrite`::
     complete()           delete partial files of failed task attempts (marked, not reported);
                          partition metafiles;
                          [lock] reload the timeline; conflict checks against instants that
-                         completed since start; own heartbeat still alive; completion time;
+                         completed since start, and against rollbacks since then of
+                         instants it built on; own heartbeat still alive; completion time;
                          publish <t>_<c>.<action> atomically
                          stop heartbeat; delete markers
     abort()              [lock] roll the write back; nothing of it stays visible
@@ -31,9 +34,10 @@ from tidemark.concurrency.conflict import (
     ConflictResolutionStrategy,
     NonBlockingConflictResolution,
     PendingCommit,
+    not_built_on_rolled_back,
     strategy_by_name,
 )
-from tidemark.concurrency.heartbeat import HEARTBEAT_DIR, Heartbeat, HeartbeatPolicy
+from tidemark.concurrency.heartbeat import HEARTBEAT_DIR, Heartbeat, HeartbeatPolicy, last_heartbeat_ms
 from tidemark.concurrency.transaction import NoLock, TableLock
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
@@ -41,7 +45,9 @@ from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.services.clean import finish_pending_clean
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
+from tidemark.services.savepoint import finish_pending_restores
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
@@ -116,14 +122,24 @@ class CommitProtocol:
         self.lock.close()
 
     # -- failed writes -------------------------------------------------------------------
-    def rollback_failed_writes(self, timeline: Timeline | None = None) -> list[RollbackResult]:
-        """Roll back every pending data write. Safe only when no other writer can be running."""
+    def writer_alive(self, instant: Instant) -> bool:
+        """Whether the writer of pending ``instant`` is alive: it has a heartbeat file that is
+        fresh. (A single-writer write keeps none; its writer is this client or dead.)"""
+        return last_heartbeat_ms(self.storage, instant.requested_time) is not None and not self.heartbeats.is_expired(
+            self.storage, instant.requested_time
+        )
+
+    def rollback_failed_writes(self, timeline: Timeline | None = None, *, force: bool = False) -> list[RollbackResult]:
+        """EAGER cleaning (single writer): roll back every pending data write, except one whose
+        heartbeat is alive (a writer in another process is running it: it is left alone) unless
+        ``force``. Interrupted rollbacks, restores and cleans are finished first."""
         timeline = timeline or Timeline.load(self.storage)
-        results = finish_pending_rollbacks(self.storage, timeline)
-        if results:
+        results: list[RollbackResult] = []
+        if self._interrupted(timeline):  # checked first: the common path reads no more than before
+            results += self.finish_interrupted(timeline)
             timeline = timeline.reload()
         for inst in timeline.pending:
-            if inst.action in _WRITE_ACTIONS:
+            if inst.action in _WRITE_ACTIONS and (force or not self.writer_alive(inst)):
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
         return results
@@ -136,26 +152,63 @@ class CommitProtocol:
             and self.heartbeats.is_expired(self.storage, i.requested_time, requested_ms=_requested_ms(i.requested_time))
         ]
 
-    def rollback_expired_writes(self) -> list[RollbackResult]:
+    def rollback_expired_writes(self, *, finish_cleans: bool = True) -> list[RollbackResult]:
         """LAZY cleaning: roll back pending writes whose heartbeat expired, never a live one.
 
         Each rollback runs under the table lock after re-checking that the instant is
         still pending and expired, so two cleaners finding the same dead write roll it
-        back once.
+        back once. Interrupted rollbacks, restores and (unless not ``finish_cleans``: a clean
+        adopts them itself) cleans are finished first, whether or not any write expired.
         """
         results: list[RollbackResult] = []
         timeline = Timeline.load(self.storage)
         self._remove_leftovers_of_completed(timeline)
-        if not self.expired_pending_writes(timeline):
+        if not self.expired_pending_writes(timeline) and not self._interrupted(timeline, finish_cleans):
             return results
         with self.lock.hold("roll back failed writes"):
             timeline = Timeline.load(self.storage)
-            results += finish_pending_rollbacks(self.storage, timeline)
-            if results:
+            if self._interrupted(timeline, finish_cleans):
+                results += self.finish_interrupted(timeline, finish_cleans=finish_cleans)
                 timeline = timeline.reload()
             for inst in self.expired_pending_writes(timeline):
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
+        return results
+
+    # -- interrupted rollbacks, restores and cleans ----------------------------------------
+    def _dead_cleans(self, timeline: Timeline) -> list[Instant]:
+        """Pending cleans whose cleaner is gone. A cleaner executes outside the lock, so its
+        heartbeat tells (single-writer mode keeps none: the cleaner was this client)."""
+        cleans = timeline.filter(actions=[Action.CLEAN], states=[State.REQUESTED, State.INFLIGHT])
+        if not self.config.multi_writer:
+            return cleans
+        return [
+            c for c in cleans
+            if self.heartbeats.is_expired(self.storage, c.requested_time, requested_ms=_requested_ms(c.requested_time))
+        ]
+
+    def _interrupted(self, timeline: Timeline, cleans: bool = True) -> bool:
+        """Whether a rollback or restore is pending (from outside the lock: perhaps still running),
+        or a clean whose cleaner is gone."""
+        pending = timeline.filter(actions=[Action.ROLLBACK, Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT])
+        return bool(pending) or (cleans and bool(self._dead_cleans(timeline)))
+
+    def finish_interrupted(self, timeline: Timeline, *, finish_cleans: bool = True) -> list[RollbackResult]:
+        """Finish what crashed processes left half done: rollbacks, then restores, then cleans.
+
+        Call under the table lock. Every rollback and restore runs under the lock, so one
+        pending here was interrupted (its process died or lost the lock); a clean runs outside
+        it and is finished only once its heartbeat expired. Returns the rollbacks done.
+        """
+        results = finish_pending_rollbacks(self.storage, timeline)
+        if results:
+            timeline = timeline.reload()
+        if timeline.filter(actions=[Action.RESTORE], states=[State.REQUESTED, State.INFLIGHT]):
+            for restored in finish_pending_restores(self.storage, timeline):
+                results += restored.rollbacks
+            timeline = timeline.reload()
+        for clean in self._dead_cleans(timeline) if finish_cleans else ():
+            finish_pending_clean(self.storage, clean, self.heartbeats, multi_writer=self.config.multi_writer)
         return results
 
     def _remove_leftovers_of_completed(self, timeline: Timeline) -> None:
@@ -174,6 +227,10 @@ class CommitProtocol:
             return self.rollback_failed_writes()
         if policy == "LAZY":
             return self.rollback_expired_writes()
+        # NEVER leaves failed writes alone, but not a rollback, restore or clean a crash interrupted.
+        if self._interrupted(Timeline.load(self.storage)):
+            with self.lock.hold("finish interrupted rollbacks"):
+                return self.finish_interrupted(Timeline.load(self.storage))
         return []
 
     # -- start ---------------------------------------------------------------------------
@@ -330,6 +387,7 @@ class CommitProtocol:
                     checked, seen = _window_across_archival(timeline, seen, pending.seen is not None)
                     mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
                     self.strategy.check(self.storage, checked, mine)
+                    not_built_on_rolled_back(self.storage, checked, mine)
                     self._still_mine(pending, timeline)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
