@@ -187,7 +187,7 @@ def savepointed_files(storage: Storage, timeline: Timeline) -> set[str]:
         name = sp.file_name if sp.is_completed else instant_file_name(sp.requested_time, Action.SAVEPOINT,
                                                                         State.INFLIGHT)
         try:
-            rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
+            rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{name}"), source=f"{TIMELINE_DIR}/{name}")
         except FileNotFoundError:
             continue
         for meta in (rec.get("partitionMetadata") or {}).values():
@@ -458,6 +458,6 @@ def last_clean_earliest_to_retain(timeline: Timeline) -> str | None:
     if not done:
         return None
     latest = max(done, key=lambda i: i.requested_time)
-    rec = read_avro(timeline.instant_bytes(latest))
+    rec = read_avro(timeline.instant_bytes(latest), source=f"{TIMELINE_DIR}/{latest.file_name}")
     earliest = rec.get("earliestCommitToRetain") or ""
     return min(earliest, latest.requested_time) if earliest else latest.requested_time
