@@ -17,6 +17,7 @@ import pytest
 
 from conftest import hudi_rs_read, rows_of
 from tidemark import (
+    CorruptDataFileError,
     CorruptInstantError,
     CorruptPropertiesError,
     CorruptTableError,
@@ -172,6 +173,25 @@ def test_spark_reads_and_the_data_source_refuse_a_lost_file(spark: Any, tmp_path
     with pytest.raises(Exception, match="MissingDataFileError") as source_error:
         spark.read.format("tidemark").load(path).collect()
     assert lost.name in str(source_error.value)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_base_file_is_a_typed_error(tmp_path: Path, damage: str) -> None:
+    t = _table(tmp_path / "t")
+    t.upsert(_rows((1, "a"), (2, "b")))
+    latest = t.upsert(_rows((1, "a2")))
+    (damaged,) = _files_of(t, latest.instant_time, ".parquet")
+    good = damaged.read_bytes()
+    damaged.write_bytes(b"not parquet" * 20 if damage == "garbage" else good[: len(good) // 2])
+    before = _timeline_names(t)
+    for attempt in (t.read, lambda: t.upsert(_rows((1, "a3")))):
+        with pytest.raises(CorruptDataFileError) as error:
+            attempt()
+        assert error.value.path == str(damaged.relative_to(t.path)) and "Restore the file" in str(error.value)
+    assert {n for n in _timeline_names(t) if "rollback" not in n} <= before
+    damaged.write_bytes(good)
+    assert rows_of(t.read(), COLS) == [(1, "a2"), (2, "b")]
+    assert rows_of(hudi_rs_read(t.path), COLS) == [(1, "a2"), (2, "b")]
 
 
 # -- (b) a completed instant file damaged ----------------------------------------------------------

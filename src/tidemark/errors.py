@@ -16,6 +16,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     │   ├── CorruptPropertiesError  hoodie.properties is unreadable, fails its checksum, or names
     │   │                           a record-key/partition/ordering field the schema lacks
     │   ├── CorruptInstantError     a completed instant file is empty, truncated or garbage
+    │   ├── CorruptDataFileError    a data file the read needs is not a readable parquet file
     │   └── MissingDataFileError    a data file a completed commit wrote (still the latest) is gone
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
@@ -157,6 +158,19 @@ class CorruptInstantError(CorruptTableError):
         )
         self.problem = problem
         self.instant_time = instant_time
+
+
+class CorruptDataFileError(CorruptTableError):
+    """A data file of the version being read is not a readable parquet file (damaged or truncated)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(
+            f"the data file {path} is corrupt ({problem}). Restore the file from a backup; or roll back "
+            "the instant that wrote it (its time is the last part of the file name) or restore the table "
+            "to an earlier savepoint (`tidemark restore <table> <savepoint>`), accepting that its data is lost.",
+            path=path,
+        )
+        self.problem = problem
 
 
 class MissingDataFileError(CorruptTableError):

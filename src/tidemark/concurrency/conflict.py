@@ -35,12 +35,12 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tidemark.errors import ClusteringConflictError, ConfigError, WriteConflictError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat
 from tidemark.format.names import COMMIT_TIME, RECORD_KEY
+from tidemark.format.parquet_file import read_data_file
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
 
@@ -85,7 +85,7 @@ def _written_keys(storage: Storage, stats: Iterable[WriteStat], instant_time: st
         if stat.num_inserts <= 0 or not stat.path:
             continue
         try:
-            table = pq.read_table(storage.full_path(stat.path), columns=[COMMIT_TIME, RECORD_KEY])
+            table = read_data_file(storage.full_path(stat.path), path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
         except FileNotFoundError:  # cleaned since: its keys live on in a later version we also check
             continue
         mine = table.filter(pc.equal(table.column(COMMIT_TIME), instant_time))

@@ -92,8 +92,8 @@ class CleanPlan:
         return write_avro("cleaner_plan", record)
 
     @classmethod
-    def from_avro(cls, instant_time: str, data: bytes) -> CleanPlan:
-        rec = read_avro(data)
+    def from_avro(cls, instant_time: str, data: bytes, *, source: str | None = None) -> CleanPlan:
+        rec = read_avro(data, source=source)
         earliest = (rec.get("earliestInstantToRetain") or {}).get("timestamp") or ""
         files = {
             p: tuple(f["filePath"] for f in infos if f.get("filePath"))
@@ -331,7 +331,8 @@ def schedule_clean(
             return [], f"clean {inst.requested_time} is running in another process"
         requested = instant_file_name(inst.requested_time, Action.CLEAN, State.REQUESTED)
         try:
-            plan = CleanPlan.from_avro(inst.requested_time, storage.read_bytes(f"{TIMELINE_DIR}/{requested}"))
+            path = f"{TIMELINE_DIR}/{requested}"
+            plan = CleanPlan.from_avro(inst.requested_time, storage.read_bytes(path), source=path)
         except FileNotFoundError:
             continue
         beat = Heartbeat(storage, inst.requested_time, heartbeats).start() if multi_writer else None

@@ -320,7 +320,7 @@ class Timeline:
                 data = self._storage.read_bytes(path)
             except FileNotFoundError:
                 continue
-            return ClusteringPlan.from_bytes(data)
+            return ClusteringPlan.from_bytes(data, source=path)
         return None
 
     @cached_property
