@@ -106,6 +106,11 @@ class FileGroup:
         return True
 
 
+_Written = tuple[tuple[str, str], "str | None", str]
+_WRITTEN: dict[str, tuple[_Written, ...]] = {}
+_WRITTEN_LIMIT = 20_000
+
+
 class FileSystemView:
     """File groups of a table as of one timeline snapshot (and optionally a time-travel point)."""
 
@@ -232,24 +237,19 @@ class FileSystemView:
             if not self._visible_instant(inst) or self.timeline.is_archived(inst.requested_time):
                 continue
             try:
-                stats = self.timeline.commit_metadata(inst).write_stats
+                files = self._written_files(inst)
             except FileNotFoundError:  # archived or rolled back since the timeline was loaded
                 continue
-            for stat in stats:
-                if not stat.path:
-                    continue
-                partition, _, name = stat.path.rpartition("/")
-                key = (partition, stat.file_id)
+            for key, base_time, path in files:
                 if key in replaced:
                     continue
-                base = parse_base_file_name(name)
-                if base is None:
-                    if stat.path not in listed and parse_log_file_name(name) is not None:
-                        logs.append((key, stat.path, inst))
+                if base_time is None:
+                    if path not in listed:
+                        logs.append((key, path, inst))
                     continue
                 current = expected.get(key)
-                if current is None or base.instant_time > current[0]:
-                    expected[key] = (base.instant_time, stat.path, inst)
+                if current is None or base_time > current[0]:
+                    expected[key] = (base_time, path, inst)
 
         def superseded(key: tuple[str, str], instant_time: str) -> bool:
             return any(t > instant_time and t not in pending for t in listed_bases.get(key, ()))
@@ -267,6 +267,28 @@ class FileSystemView:
             if (inst.completion_time or "") >= latest and not superseded(key, latest):
                 missing.append((path, inst))
         return missing
+
+    def _written_files(self, inst: Instant) -> tuple[_Written, ...]:
+        """The data files a completed instant wrote: ((partition, file id), base instant time or
+        None for a log file, path). Parsed once per process: completed instants never change."""
+        full = self.storage.full_path(f"{TIMELINE_DIR}/{inst.file_name}")
+        cached = _WRITTEN.get(full)
+        if cached is None:
+            out: list[_Written] = []
+            for stat in self.timeline.commit_metadata(inst).write_stats:
+                if not stat.path:
+                    continue
+                partition, _, name = stat.path.rpartition("/")
+                base = parse_base_file_name(name)
+                if base is not None:
+                    out.append(((partition, stat.file_id), base.instant_time, stat.path))
+                elif parse_log_file_name(name) is not None:
+                    out.append(((partition, stat.file_id), None, stat.path))
+            cached = tuple(out)
+            if len(_WRITTEN) >= _WRITTEN_LIMIT:
+                _WRITTEN.clear()
+            _WRITTEN[full] = cached
+        return cached
 
     def _visible_log(self, path: str, name: str, size: int) -> LogFile | None:
         if not name.startswith("."):
