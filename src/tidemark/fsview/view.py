@@ -285,11 +285,13 @@ class FileSystemView:
                 if not stat.path:
                     continue
                 partition, _, name = stat.path.rpartition("/")
+                # The file id in the name, as the listing keys file groups.
                 base = parse_base_file_name(name)
+                log = parse_log_file_name(name) if base is None else None
                 if base is not None:
-                    out.append(((partition, stat.file_id), base.instant_time, stat.path))
-                elif parse_log_file_name(name) is not None:
-                    out.append(((partition, stat.file_id), None, stat.path))
+                    out.append(((partition, base.file_id), base.instant_time, stat.path))
+                elif log is not None:
+                    out.append(((partition, log.file_id), None, stat.path))
             cached = tuple(out)
             if len(_WRITTEN) >= _WRITTEN_LIMIT:
                 _WRITTEN.clear()
