@@ -202,8 +202,8 @@ class FileSystemView:
         the listing the view made anyway: no file is looked up on its own. A newer base file
         of the group whose instant is not pending means the checked one was superseded (time
         travel, incremental reads), so it may be cleaned. A finding is checked again against a
-        fresh timeline, for a writer or replacecommit that completed (and a clean that followed) after this
-        view's timeline was loaded.
+        fresh timeline, for a writer or replacecommit that completed (and a clean that followed)
+        after this view's timeline was loaded.
         """
         missing = self._missing_latest_files(self.timeline, groups, replaced, listed, listed_bases)
         if not missing:
@@ -213,7 +213,11 @@ class FileSystemView:
         replaced_now = set(replaced)
         for inst in fresh.completed_data_instants:
             if inst.action is Action.REPLACE_COMMIT and not self.timeline.is_completed(inst.requested_time):
-                for partition, ids in fresh.commit_metadata(inst).replaced_file_ids.items():
+                try:
+                    replacing = fresh.commit_metadata(inst).replaced_file_ids
+                except FileNotFoundError:  # archived meanwhile: its replaced groups were cleaned long ago
+                    continue
+                for partition, ids in replacing.items():
                     replaced_now.update((partition, f) for f in ids)
         missing = [
             m for m in self._missing_latest_files(fresh, groups, replaced_now, listed, listed_bases)
