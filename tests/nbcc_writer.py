@@ -29,13 +29,12 @@ from typing import Any
 import pyarrow as pa
 
 import tidemark
+from signals import write_atomically
 from tidemark.write import commit as commit_module
 
 
 def _barrier(pause: dict[str, str], label: str) -> None:
-    ready = Path(pause["ready"])
-    ready.with_suffix(".tmp").write_text(label)
-    ready.with_suffix(".tmp").replace(ready)
+    write_atomically(pause["ready"], label)
     if "go" not in pause:
         while True:  # wait to be killed
             time.sleep(1)

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import tidemark
+from signals import write_atomically
 
 
 def main() -> None:
@@ -38,7 +39,7 @@ def main() -> None:
         outcome = {"status": "error", "error": type(error).__name__, "message": str(error)}
     finally:
         table.close()
-    Path(spec["result"]).write_text(json.dumps(outcome))
+    write_atomically(spec["result"], json.dumps(outcome))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read, rows_of
+from signals import wait_for_file, write_atomically
 from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.config import resolve_write_config
 from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
@@ -101,7 +102,7 @@ class Barrier:
         return {"ready": str(self.ready), "go": str(self.go)}
 
     def release(self) -> None:
-        self.go.write_text("go")
+        write_atomically(self.go, "go")
 
 
 class Writer:
@@ -123,14 +124,7 @@ class Writer:
 
     def reached(self, hook: str, timeout: float = 90) -> str:
         """Wait until the writer stands at barrier ``hook``; returns its instant time."""
-        ready = self.barriers[hook].ready
-        deadline = time.monotonic() + timeout
-        while not ready.exists():
-            if self.process.poll() is not None:
-                raise AssertionError(f"writer exited ({self.process.returncode}) before reaching {hook}")
-            assert time.monotonic() < deadline, f"timed out waiting for {hook}"
-            time.sleep(0.01)
-        return ready.read_text()
+        return wait_for_file(self.barriers[hook].ready, processes=[self.process], timeout=timeout, what=hook)
 
     def release(self, hook: str) -> None:
         self.barriers[hook].release()
@@ -245,11 +239,7 @@ def test_an_acknowledged_marker_survives_the_driver_being_killed(tmp_path: Path)
     """)
     driver = subprocess.Popen([sys.executable, "-c", script])
     try:
-        deadline = time.monotonic() + 30
-        while not url_file.exists():
-            assert driver.poll() is None and time.monotonic() < deadline
-            time.sleep(0.01)
-        client = MarkerServerClient(url_file.read_text(), instant)
+        client = MarkerServerClient(wait_for_file(url_file, processes=[driver], timeout=30), instant)
         acknowledged = []
         for i in range(120):
             data_file = f"p{i % 3}/g{i}-0_0-1-{i}_{instant}.parquet"

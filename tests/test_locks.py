@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from signals import wait_for_file
 from tidemark.concurrency.locks.base import (
     LockProvider,
     LockSettings,
@@ -241,15 +242,11 @@ def _start_holder(settings: LockSettings, table: str, barrier: Path) -> subproce
 
 
 def _wait_for_barrier(child: subprocess.Popen[bytes], barrier: Path, timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while not barrier.exists():
-        if child.poll() is not None:
-            err = child.stderr.read().decode(errors="replace") if child.stderr else ""
-            raise AssertionError(f"lock-holder child exited with {child.returncode} before the barrier:\n{err}")
-        if time.monotonic() > deadline:
-            raise AssertionError(f"lock-holder child did not reach the barrier within {timeout} s")
-        time.sleep(0.01)
-    return barrier.read_text()
+    try:
+        return wait_for_file(barrier, processes=[child], timeout=timeout, what="the lock-holder's barrier")
+    except AssertionError as failure:
+        err = child.stderr.read().decode(errors="replace") if child.stderr and child.poll() is not None else ""
+        raise AssertionError(f"{failure}\n{err}") from None
 
 
 @pytest.mark.parametrize("name", CROSS_PROCESS)

@@ -21,6 +21,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read, rows_of
+from signals import wait_for_file, write_atomically
 from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
@@ -67,12 +68,7 @@ class Writer:
         self.process = subprocess.Popen([sys.executable, WRITER, str(path)])
 
     def wait_for(self, path: Path, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while not path.exists():
-            if self.process.poll() is not None and not path.exists():
-                raise AssertionError(f"writer exited with {self.process.returncode} before {path.name}")
-            assert time.monotonic() < deadline, f"timed out waiting for {path.name}"
-            time.sleep(0.01)
+        wait_for_file(path, processes=[self.process], timeout=timeout)
 
     def outcome(self, timeout: float = 120) -> dict[str, Any]:
         self.process.wait(timeout=timeout)
@@ -86,7 +82,7 @@ def rows(ids: list[int], v: str, parts: int = 5) -> list[dict[str, Any]]:
 def release(tmp: Path, writers: list[Writer]) -> list[dict[str, Any]]:
     for w in writers:
         w.wait_for(w.ready)
-    (tmp / "go").write_text("go")
+    write_atomically(tmp / "go", "go")
     return [w.outcome() for w in writers]
 
 
@@ -158,7 +154,7 @@ def test_conflicting_writer_retries_and_commits_when_asked(
     # both race for the same file group; the loser retries from the start against the new table
     a.wait_for(a.ready)
     b.wait_for(b.ready)
-    (tmp_path / "go").write_text("go")
+    write_atomically(tmp_path / "go", "go")
     first, second = a.outcome(), b.outcome()
     statuses = {first["status"], second["status"]}
     assert statuses == {"committed"}
@@ -220,7 +216,7 @@ def test_a_live_slow_writer_is_never_rolled_back_by_another_writers_cleaning(
     fast = Writer(tmp_path, table, options, rows([301], "fast"))
     assert fast.outcome()["status"] == "committed"
     table.clean()
-    (tmp_path / "go").write_text("go")
+    write_atomically(tmp_path / "go", "go")
     assert slow.outcome()["status"] == "committed"
     got = {r[0]: r[2] for r in visible(table)}
     assert (got[300], got[301]) == ("slow", "fast")
@@ -262,7 +258,7 @@ def test_two_spark_applications_write_one_table_with_the_zookeeper_lock(
                engine="spark", schema=schema, paused=True)
     a.wait_for(a.ready, timeout=180)
     b.wait_for(b.ready, timeout=180)  # both applications have written their files; neither has committed
-    (tmp_path / "go").write_text("go")
+    write_atomically(tmp_path / "go", "go")
     outcomes = [a.outcome(timeout=180), b.outcome(timeout=180)]
     assert [o["status"] for o in outcomes] == ["committed", "committed"]
     got = table.read()

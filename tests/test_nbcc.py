@@ -24,6 +24,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read
+from signals import wait_for_file, write_atomically
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, Timeline
@@ -68,11 +69,8 @@ def _barrier(tmp: Path, name: str, writer: int) -> dict[str, str]:
 
 def _await(paths: list[str], procs: list[subprocess.Popen[bytes]], timeout: float = 120) -> None:
     deadline = time.monotonic() + timeout
-    while not all(os.path.exists(p) for p in paths):
-        dead = [p.returncode for p in procs if p.poll() is not None]
-        assert not dead, f"a writer exited before the barrier: {dead}"
-        assert time.monotonic() < deadline, "writers never reached the barrier"
-        time.sleep(0.02)
+    for path in paths:
+        wait_for_file(path, processes=procs, timeout=max(deadline - time.monotonic(), 0), what="the barrier")
 
 
 def _outcomes(tmp: Path, writers: int) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
@@ -126,12 +124,12 @@ def test_writers_on_the_same_file_groups_never_abort_and_compaction_loses_nothin
         for w in range(writers)
     ]
     _await([str(tmp_path / f"start-{w}.ready") for w in range(writers)], procs)
-    (tmp_path / "start.go").touch()
+    write_atomically(tmp_path / "start.go")
     _await([str(tmp_path / f"first-{w}.ready") for w in range(writers)], procs)
     # Every writer has its first logs written and is about to commit: compact now.
     during = table.compact()
     assert during is not None and during.file_groups, "nothing was compacted while the writers were inflight"
-    (tmp_path / "first.go").touch()
+    write_atomically(tmp_path / "first.go")
 
     compactions = 1
     deadline = time.monotonic() + 300
@@ -266,7 +264,7 @@ def test_writers_starting_on_an_empty_table_create_each_bucket_once(tmp_path: Pa
     procs = [_spawn(tmp_path, path, options, w, iterations=iterations, keys=40, batch_size=8,
                     start=_barrier(tmp_path, "start", w)) for w in range(writers)]
     _await([str(tmp_path / f"start-{w}.ready") for w in range(writers)], procs)
-    (tmp_path / "start.go").touch()  # all need the same new buckets at once
+    write_atomically(tmp_path / "start.go")  # all need the same new buckets at once
     assert [p.wait(timeout=180) for p in procs] == [0] * writers
 
     intents, outcomes = _outcomes(tmp_path, writers)
@@ -302,9 +300,9 @@ def test_two_streams_on_their_own_column_groups_give_the_per_group_latest_values
                     start=_barrier(tmp_path, "start", w), first_commit=_barrier(tmp_path, "first", w))
              for w in range(2)]
     _await([str(tmp_path / f"start-{w}.ready") for w in range(2)], procs)
-    (tmp_path / "start.go").touch()
+    write_atomically(tmp_path / "start.go")
     _await([str(tmp_path / f"first-{w}.ready") for w in range(2)], procs)
-    (tmp_path / "first.go").touch()
+    write_atomically(tmp_path / "first.go")
     while any(p.poll() is None for p in procs):
         table.compact()
     assert [p.returncode for p in procs] == [0, 0]

@@ -7,13 +7,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from signals import wait_for_file
 from tidemark import CommitError, Table
 from tidemark.config import resolve_write_config
 from tidemark.format.commit_metadata import WriteStat
@@ -127,7 +127,7 @@ def test_a_failing_commit_rolls_back_and_leaves_nothing(storage: LocalStorage) -
 
 CHILD = textwrap.dedent(
     """
-    import sys, time, pathlib
+    import sys, time
     sys.path.insert(0, {tests!r})
     from test_protocol import _spec, _batch
     from tidemark.config import resolve_write_config
@@ -135,6 +135,7 @@ CHILD = textwrap.dedent(
     from tidemark.timeline import Action
     from tidemark.write.commit import CommitProtocol
     from tidemark.write.file_group import write_file_group
+    from signals import write_atomically
     storage = LocalStorage({base!r})
     protocol = CommitProtocol(storage, resolve_write_config({{}}))
     pending = protocol.start("UPSERT", Action.COMMIT)
@@ -142,7 +143,7 @@ CHILD = textwrap.dedent(
     write_file_group(_spec(storage.base_path, pending.instant_time), _batch([1, 2], "doomed"),
                      partition_path="", file_id="fg-0", base_file={base_file!r}, token="0-0-0",
                      task_partition=0)
-    pathlib.Path({barrier!r}).write_text(pending.instant_time)
+    write_atomically({barrier!r}, pending.instant_time)  # never seen empty
     time.sleep(600)
     """
 )
@@ -158,17 +159,12 @@ def test_a_killed_writer_stays_invisible_and_the_next_write_rolls_it_back(
     )
     child = subprocess.Popen([sys.executable, "-c", code])
     try:
-        deadline = time.monotonic() + 60
-        while not barrier.exists():
-            assert child.poll() is None, "writer exited early"
-            assert time.monotonic() < deadline, "writer never reached the barrier"
-            time.sleep(0.05)
+        doomed = wait_for_file(barrier, processes=[child], timeout=60, what="the writer's barrier")
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
     finally:
         if child.poll() is None:
             child.kill()
-    doomed = barrier.read_text()
     timeline = Timeline.load(storage)
     assert timeline.get(doomed).state is State.INFLIGHT
     assert _visible_rows(storage) == [(1, "a")]  # the dead write's file is there but invisible

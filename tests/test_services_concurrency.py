@@ -22,6 +22,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read
+from signals import write_atomically
 from tidemark.timeline import Action, Timeline
 
 HERE = Path(__file__).parent
@@ -74,7 +75,7 @@ def test_services_alongside_concurrent_writers_lose_nothing(tmp_path: Path, clus
         ids = snapshot.column("id").to_pylist() if "id" in snapshot.column_names else []  # empty at first
         assert len(ids) == len(set(ids)), "a reader saw a duplicate key"
         reads += 1
-    stop.write_text("stop")
+    write_atomically(stop, "stop")
     assert service.wait(timeout=120) == 0
     assert [w.returncode for w in writers] == [0] * WRITERS, "a writer failed (not by a write conflict)"
     outcome = json.loads(service_result.read_text())

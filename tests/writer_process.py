@@ -33,6 +33,7 @@ from typing import Any
 import pyarrow as pa
 
 import tidemark
+from signals import write_atomically
 from tidemark.write import commit as commit_module
 
 
@@ -41,9 +42,7 @@ def _die() -> None:
 
 
 def _barrier(pause: dict[str, str], instant_time: str) -> None:
-    ready = Path(pause["ready"])
-    ready.with_suffix(".tmp").write_text(instant_time)
-    ready.with_suffix(".tmp").replace(ready)  # appears with its content, never empty
+    write_atomically(pause["ready"], instant_time)  # appears with its content, never empty
     deadline = time.monotonic() + 120
     while not Path(pause["go"]).exists():
         if time.monotonic() > deadline:
@@ -76,7 +75,7 @@ def _install_hooks(spec: dict[str, Any]) -> None:
 
     if crash == "after_requested":
         def inflight(self: Any, pending: Any, planned: Any = ()) -> None:
-            Path(spec["crash_signal"]).write_text(pending.instant_time)
+            write_atomically(spec["crash_signal"], pending.instant_time)
             _die()
         protocol_cls.inflight = inflight  # type: ignore[method-assign]
 
@@ -87,7 +86,7 @@ def _install_hooks(spec: dict[str, Any]) -> None:
 
         def write_file_group(spec_: Any, *args: Any, **kwargs: Any) -> Any:
             stat = original_write(spec_, *args, **kwargs)
-            Path(spec["crash_signal"]).write_text(spec_.instant_time)
+            write_atomically(spec["crash_signal"], spec_.instant_time)
             _die()
             return stat
         arrow_writer.write_file_group = write_file_group  # type: ignore[assignment]
@@ -102,13 +101,13 @@ def _install_hooks(spec: dict[str, Any]) -> None:
                 original_check = self.strategy.check
 
                 def check(*args: Any, **kw: Any) -> None:
-                    Path(spec["crash_signal"]).write_text(pending.instant_time)
+                    write_atomically(spec["crash_signal"], pending.instant_time)
                     _die()
                     original_check(*args, **kw)
                 self.strategy.check = check
             result = original_complete(self, pending, stats, **kwargs)
             if crash == "after_publish":
-                Path(spec["crash_signal"]).write_text(pending.instant_time)
+                write_atomically(spec["crash_signal"], pending.instant_time)
                 _die()
             return result
         protocol_cls.complete = complete  # type: ignore[method-assign]
@@ -218,7 +217,7 @@ def main() -> None:
         run_loop(spec)
         return
     outcome = run_once(spec)
-    Path(spec["result"]).write_text(json.dumps(outcome))
+    write_atomically(spec["result"], json.dumps(outcome))
 
 
 if __name__ == "__main__":

@@ -19,6 +19,12 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── MissingDependencyError      an optional dependency (an extra) is not installed
+    ├── CorruptTableError           a file of the table is damaged or missing (names it)
+    │   ├── CorruptPropertiesError  hoodie.properties is unreadable, fails its checksum, or names
+    │   │                           a record-key/partition/ordering field the schema lacks
+    │   ├── CorruptInstantError     a completed instant file is empty, truncated or garbage
+    │   ├── CorruptDataFileError    a data file the read needs is not a readable parquet file
+    │   └── MissingDataFileError    a data file a completed commit wrote (still the latest) is gone
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
@@ -195,6 +201,76 @@ class MissingDependencyError(TidemarkError):
         )
         self.package = package
         self.extra = extra
+class CorruptTableError(TidemarkError):
+    """A file of the table is damaged or missing. ``path`` names it (relative to the table).
+
+    Raised instead of serving an older version or skipping the file: the read or write
+    that found it changes nothing on disk. The message says how to repair the table.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class CorruptPropertiesError(CorruptTableError):
+    """``.hoodie/hoodie.properties`` cannot be used: unreadable, failing its checksum
+    (``hoodie.table.checksum``), or naming a field (``field``) the table's schema lacks."""
+
+    def __init__(self, path: str, problem: str, *, fix: str | None = None, field: str | None = None) -> None:
+        fix = fix or (
+            "Restore the file from a backup or from hoodie.properties.backup beside it; tidemark "
+            "does not guess a table's identity and layout."
+        )
+        super().__init__(f"{path} is corrupt: {problem}. {fix}", path=path)
+        self.problem = problem
+        self.field = field
+
+
+class CorruptInstantError(CorruptTableError):
+    """A completed instant file of the timeline is empty, truncated or not what its action writes."""
+
+    def __init__(self, path: str, problem: str, *, instant_time: str | None = None) -> None:
+        super().__init__(
+            f"the completed instant file {path} is corrupt ({problem}): tidemark cannot tell which files "
+            "this instant wrote, so it refuses to read or write rather than serve a wrong version. "
+            "Restore the file from a backup (or a copy of the table), or restore the table to an "
+            "earlier savepoint (`tidemark restore <table> <savepoint>`).",
+            path=path,
+        )
+        self.problem = problem
+        self.instant_time = instant_time
+
+
+class CorruptDataFileError(CorruptTableError):
+    """A data file of the version being read is not a readable parquet file (damaged or truncated)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(
+            f"the data file {path} is corrupt ({problem}). Restore the file from a backup; or roll back "
+            "the instant that wrote it (its time is the last part of the file name) or restore the table "
+            "to an earlier savepoint (`tidemark restore <table> <savepoint>`), accepting that its data is lost.",
+            path=path,
+        )
+        self.problem = problem
+
+
+class MissingDataFileError(CorruptTableError):
+    """A data file that a completed commit wrote, and that is still the latest version of its
+    file group, is missing: reading would silently serve an older version (or none)."""
+
+    def __init__(self, path: str, *, instant_time: str, instant_file: str, more: int = 0) -> None:
+        others = f" (and {more} more file(s))" if more else ""
+        super().__init__(
+            f"the data file {path}{others} written by completed instant {instant_time} ({instant_file}) is "
+            "missing: it holds the latest version of its file group, so reading or writing now would "
+            "silently serve or build on an older version. Restore the file from a backup; or roll back "
+            f"the instant (`tidemark rollback <table> {instant_time}`, if it is the latest commit) or restore the "
+            "table to an earlier savepoint (`tidemark restore <table> <savepoint>`), accepting that its data is lost.",
+            path=path,
+        )
+        self.instant_time = instant_time
+        self.instant_file = instant_file
 
 
 class InstantNotFoundError(TidemarkError):

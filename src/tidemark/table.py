@@ -25,6 +25,7 @@ from tidemark.errors import (
     ClusteringAbortedError,
     ClusteringConflictError,
     ConfigError,
+    CorruptPropertiesError,
     InvalidInputError,
     TableExistsError,
     TableNotFoundError,
@@ -40,8 +41,9 @@ from tidemark.format.properties import (
     MERGE_ON_READ,
     PROPERTIES_PATH,
     TableConfig,
+    check_fields_exist,
     format_properties,
-    parse_properties,
+    load_properties,
 )
 from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_schema_json
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
@@ -256,11 +258,19 @@ class Table:
             {k: v for k, v in validate_keys(options or {}).items() if k not in _TABLE_KEYS}
         )
         storage = LocalStorage(path)
-        if not storage.exists(PROPERTIES_PATH):
+        props = load_properties(storage.read_bytes)
+        if props is None:
             detail = "the path does not exist" if not storage.exists("") else f"{PROPERTIES_PATH} is missing"
             raise TableNotFoundError(path, detail)
-        props = parse_properties(storage.read_bytes(PROPERTIES_PATH).decode())
         config = TableConfig.from_properties(props)
+        if config.create_schema:
+            try:
+                create_schema = arrow_schema_from_avro(config.create_schema)
+            except (ValueError, KeyError, TypeError) as exc:
+                raise CorruptPropertiesError(
+                    PROPERTIES_PATH, f"hoodie.table.create.schema is not an Avro record schema ({exc})"
+                ) from None
+            _check_key_fields(config, create_schema, "hoodie.table.create.schema")
         _check_table_options(validate_keys(options or {}), props)
         _check_concurrency_mode(write_config, config)
         return cls(storage, config, spark=spark, write_config=write_config)
@@ -280,7 +290,9 @@ class Table:
     def _load_schema(self) -> pa.Schema | None:
         schema_json = Timeline.load(self.storage).latest_schema_json()
         if schema_json:
-            return arrow_schema_from_avro(schema_json)
+            schema = arrow_schema_from_avro(schema_json)
+            _check_key_fields(self.config, schema, "the schema of the latest commit")
+            return schema
         if self.config.create_schema:
             return arrow_schema_from_avro(self.config.create_schema)
         return None
@@ -927,6 +939,11 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"
+
+
+def _check_key_fields(config: TableConfig, schema: pa.Schema, source: str) -> None:
+    """hoodie.properties' key, partition and ordering fields must name columns of the schema."""
+    check_fields_exist(config, schema.names, schema_source=source)
 
 
 def _query_type(value: str) -> str:

@@ -40,13 +40,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tidemark.errors import ClusteringConflictError, ConfigError, RolledBackConflictError, WriteConflictError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import COMMIT_TIME, RECORD_KEY, TIMELINE_DIR, parse_base_file_name
+from tidemark.format.parquet_file import read_data_file
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 
@@ -91,7 +91,7 @@ def _written_keys(storage: Storage, stats: Iterable[WriteStat], instant_time: st
         if stat.num_inserts <= 0 or not stat.path:
             continue
         try:
-            table = pq.read_table(storage.full_path(stat.path), columns=[COMMIT_TIME, RECORD_KEY])
+            table = read_data_file(storage.full_path(stat.path), path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
         except FileNotFoundError:  # cleaned since: its keys live on in a later version we also check
             continue
         mine = table.filter(pc.equal(table.column(COMMIT_TIME), instant_time))

@@ -121,9 +121,10 @@ class ClusteringPlan:
         return write_avro("requested_replace", record)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> ClusteringPlan | None:
-        """The plan in a requested file, or None if it holds none (an insert_overwrite's)."""
-        rec = read_avro(data)
+    def from_bytes(cls, data: bytes, *, source: str | None = None) -> ClusteringPlan | None:
+        """The plan in a requested file, or None if it holds none (an insert_overwrite's).
+        Raises CorruptInstantError naming ``source`` for content that is not Avro."""
+        rec = read_avro(data, source=source)
         plan = rec.get("clusteringPlan")
         if not plan:
             return None

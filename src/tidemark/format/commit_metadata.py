@@ -15,6 +15,7 @@ from typing import Any
 
 import fastavro
 
+from tidemark.errors import CorruptInstantError
 from tidemark.format import avro_schemas
 
 _PARSED = {
@@ -189,20 +190,30 @@ class CommitMetadata:
         return write_avro("replace" if self.is_replace else "commit", self.to_avro_record())
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> CommitMetadata:
-        rec = read_avro(data)
-        stats = tuple(
-            WriteStat.from_avro(s) for stat_list in (rec.get("partitionToWriteStats") or {}).values() for s in stat_list
-        )
-        replaced_raw = rec.get("partitionToReplaceFileIds")
-        return cls(
-            operation=rec.get("operationType") or "UNKNOWN",
-            write_stats=stats,
-            extra=dict(rec.get("extraMetadata") or {}),
-            replaced_file_ids={p: tuple(v) for p, v in (replaced_raw or {}).items()},
-            is_replace=replaced_raw is not None,
-            compacted=bool(rec.get("compacted")),
-        )
+    def from_bytes(cls, data: bytes, *, source: str | None = None) -> CommitMetadata:
+        """Parse a commit file's content. ``source`` names the completed instant file it came
+        from: such a file is never empty, so empty content then raises CorruptInstantError
+        (as does content that is not commit metadata, whatever its source)."""
+        if not data and source is not None:
+            raise CorruptInstantError(source, "the file is empty")
+        rec = read_avro(data, source=source)
+        try:
+            stats = tuple(
+                WriteStat.from_avro(s)
+                for stat_list in (rec.get("partitionToWriteStats") or {}).values()
+                for s in stat_list
+            )
+            replaced_raw = rec.get("partitionToReplaceFileIds")
+            return cls(
+                operation=rec.get("operationType") or "UNKNOWN",
+                write_stats=stats,
+                extra=dict(rec.get("extraMetadata") or {}),
+                replaced_file_ids={p: tuple(v) for p, v in (replaced_raw or {}).items()},
+                is_replace=replaced_raw is not None,
+                compacted=bool(rec.get("compacted")),
+            )
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise CorruptInstantError(source or "an instant file", f"not commit metadata: {exc}") from None
 
 
 def write_avro(kind: str, record: Mapping[str, Any]) -> bytes:
@@ -212,13 +223,20 @@ def write_avro(kind: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-def read_avro(data: bytes) -> dict[str, Any]:
-    """The first record of an Avro object-container file, or {} for an empty file."""
+def read_avro(data: bytes, *, source: str | None = None) -> dict[str, Any]:
+    """The first record of an Avro object-container file, or {} for an empty file.
+
+    The whole file is read, so a file cut short or damaged anywhere raises
+    CorruptInstantError naming ``source`` (the timeline file the bytes came from).
+    """
     if not data:
         return {}
-    for rec in fastavro.reader(io.BytesIO(data)):
-        return dict(rec)  # type: ignore[arg-type]
-    return {}
+    try:
+        records = list(fastavro.reader(io.BytesIO(data)))
+    except Exception as exc:  # fastavro raises many types: ValueError, EOFError, struct.error...
+        problem = "truncated" if isinstance(exc, EOFError) else f"not a readable Avro file: {type(exc).__name__}: {exc}"
+        raise CorruptInstantError(source or "an instant file", problem) from None
+    return dict(records[0]) if records else {}  # type: ignore[arg-type]
 
 
 def inflight_metadata_bytes(operation: str, planned: Iterable[tuple[str, str]] = ()) -> bytes:

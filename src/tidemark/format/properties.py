@@ -7,13 +7,15 @@ backslash. Keys tidemark does not use are kept and written back unchanged.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from tidemark.errors import UnsupportedTableError
+from tidemark.errors import CorruptPropertiesError, UnsupportedTableError
 
 PROPERTIES_PATH = ".hoodie/hoodie.properties"
+# Hudi keeps the previous file here while it rewrites hoodie.properties; readers fall back to it.
+BACKUP_PATH = ".hoodie/hoodie.properties.backup"
 TABLE_VERSION = 8
 COPY_ON_WRITE = "COPY_ON_WRITE"
 MERGE_ON_READ = "MERGE_ON_READ"
@@ -81,8 +83,101 @@ def format_properties(props: Mapping[str, str]) -> str:
 
 
 def table_checksum(database: str, table_name: str) -> str:
-    """Hudi's ``hoodie.table.checksum``: CRC32 of ``<database>.<table>``."""
+    """Hudi's ``hoodie.table.checksum``: CRC32 of ``<database>.<table>`` (UTF-8); a table
+    without ``hoodie.database.name`` sums ``.<table>``."""
     return str(zlib.crc32(f"{database}.{table_name}".encode()))
+
+
+_REQUIRED_KEYS = ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version")
+
+
+def properties_problem(data: bytes) -> str | None:
+    """What makes the bytes of a hoodie.properties file unusable, or None if they are sound.
+
+    Sound means: text, ending with a line break (Hudi and tidemark end every entry with
+    one, so a file cut short ends mid-line), with the keys every table has, and, when
+    ``hoodie.table.checksum`` is present, a checksum that matches (Hudi's check when it
+    loads the file; tables of old Hudi versions have no checksum and pass).
+    """
+    if not data.strip():
+        return "the file is empty"
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "the file is not text"
+    if not text.endswith("\n"):
+        return "the file ends in the middle of a line (truncated)"
+    props = parse_properties(text)
+    missing = [k for k in _REQUIRED_KEYS if not props.get(k)]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    recorded = props.get("hoodie.table.checksum")
+    if recorded is not None:
+        expected = table_checksum(props.get("hoodie.database.name", ""), props["hoodie.table.name"])
+        if recorded.strip() != expected:
+            return (
+                f"hoodie.table.checksum is {recorded!r} but the table name and database it sums give "
+                f"{expected} (the file was edited or damaged)"
+            )
+    return None
+
+
+def load_properties(read: Callable[[str], bytes]) -> dict[str, str] | None:
+    """The table's properties, read as Hudi reads them; None if the table has no such file.
+
+    ``read(path)`` returns a file's bytes or raises FileNotFoundError. hoodie.properties is
+    used if sound (:func:`properties_problem`); otherwise ``hoodie.properties.backup``, which
+    Hudi leaves while it rewrites the file, if that one is sound. Raises
+    CorruptPropertiesError naming hoodie.properties when neither is usable.
+    """
+    problems: dict[str, str] = {}
+    for path in (PROPERTIES_PATH, BACKUP_PATH):
+        try:
+            data = read(path)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems[path] = f"it cannot be read ({exc.strerror or exc})"
+            continue
+        problem = properties_problem(data)
+        if problem is None:
+            return parse_properties(data.decode("utf-8"))
+        problems[path] = problem
+    if not problems:
+        return None
+    path, problem = next(iter(problems.items()))
+    if path == PROPERTIES_PATH and BACKUP_PATH in problems:
+        problem += f"; {BACKUP_PATH} is no better ({problems[BACKUP_PATH]})"
+    elif path == BACKUP_PATH:
+        problem = f"{PROPERTIES_PATH} is missing and its backup is unusable: {problem}"
+    raise CorruptPropertiesError(path, problem)
+
+
+def check_fields_exist(config: TableConfig, columns: Sequence[str], *, schema_source: str) -> None:
+    """Every record-key, partition and ordering field of the table names one of ``columns``.
+
+    Raises CorruptPropertiesError naming the first field that does not (and hoodie.properties):
+    such a table cannot key, partition or merge its records.
+    """
+    names = set(columns)
+    roles = (
+        ("record-key", "hoodie.table.recordkey.fields", config.record_key_fields),
+        ("partition", "hoodie.table.partition.fields", config.partition_fields),
+        ("ordering", "hoodie.table.ordering.fields", config.ordering_fields),
+    )
+    for role, key, fields in roles:
+        for name in fields:
+            # Hudi's custom key generator suffixes partition fields with ":<type>"; nested fields use dots.
+            top = name.split(":", 1)[0].split(".", 1)[0]
+            if top not in names:
+                raise CorruptPropertiesError(
+                    PROPERTIES_PATH,
+                    f"its {role} field {name!r} ({key}) names no column of the table's schema "
+                    f"({schema_source}: {sorted(names)})",
+                    fix="Correct the field name in the file (or restore it from a backup); the table "
+                    "cannot key, partition or merge its records otherwise.",
+                    field=name,
+                )
 
 
 def _split(value: str | None) -> tuple[str, ...]:

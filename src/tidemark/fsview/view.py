@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from tidemark.errors import MissingDataFileError
 from tidemark.format.log_file import parse_log_file_name
-from tidemark.format.names import parse_base_file_name
+from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
 
@@ -105,6 +106,11 @@ class FileGroup:
         return True
 
 
+_Written = tuple[tuple[str, str], "str | None", str]
+_WRITTEN: dict[str, tuple[_Written, ...]] = {}
+_WRITTEN_LIMIT = 20_000
+
+
 class FileSystemView:
     """File groups of a table as of one timeline snapshot (and optionally a time-travel point)."""
 
@@ -138,8 +144,14 @@ class FileSystemView:
 
         found: dict[tuple[str, str, str], list[BaseFile]] = {}
         logs: list[LogFile] = []
+        listed: set[str] = set()
+        listed_bases: dict[tuple[str, str], set[str]] = {}  # every base file's instant, visible or not
         for info in self.storage.walk_files(""):
+            listed.add(info.path)
             parsed = parse_base_file_name(info.name)
+            if parsed is not None:
+                partition = info.path.rsplit("/", 1)[0] if "/" in info.path else ""
+                listed_bases.setdefault((partition, parsed.file_id), set()).add(parsed.instant_time)
             if parsed is None:
                 log = self._visible_log(info.path, info.name, info.size)
                 if log is not None and (log.partition_path, log.file_id) not in replaced:
@@ -170,7 +182,125 @@ class FileSystemView:
             owner_group = groups.get((log.partition_path, log.file_id))
             if owner_group is not None:
                 owner_group.add_log(log)
+        self._check_latest_files(groups, replaced, listed, listed_bases)
         return groups
+
+    def _check_latest_files(
+        self,
+        groups: dict[tuple[str, str], FileGroup],
+        replaced: set[tuple[str, str]],
+        listed: set[str],
+        listed_bases: dict[tuple[str, str], set[str]],
+    ) -> None:
+        """Raise MissingDataFileError if a file of the latest slice of a file group, as the
+        timeline's commit metadata records it, is not in the listing.
+
+        Without this a file deleted by hand makes the view serve the group's previous version
+        (or drop the group) with no error. Only the latest slice is checked: clean removes older
+        slices and whole replaced file groups, never the latest slice of a live group, and a
+        rollback or restore unpublishes an instant before deleting its files. Compared against
+        the listing the view made anyway: no file is looked up on its own. A newer base file
+        of the group whose instant is not pending means the checked one was superseded (time
+        travel, incremental reads), so it may be cleaned. A finding is checked again against a
+        fresh timeline, for a writer or replacecommit that completed (and a clean that followed)
+        after this view's timeline was loaded.
+        """
+        missing = self._missing_latest_files(self.timeline, groups, replaced, listed, listed_bases)
+        if not missing:
+            return
+        fresh = self.timeline.reload()
+        # A replacecommit that completed meanwhile lets clean remove the groups it replaced.
+        replaced_now = set(replaced)
+        for inst in fresh.completed_data_instants:
+            if inst.action is Action.REPLACE_COMMIT and not self.timeline.is_completed(inst.requested_time):
+                try:
+                    replacing = fresh.commit_metadata(inst).replaced_file_ids
+                except FileNotFoundError:  # archived meanwhile: its replaced groups were cleaned long ago
+                    continue
+                for partition, ids in replacing.items():
+                    replaced_now.update((partition, f) for f in ids)
+        missing = [
+            m for m in self._missing_latest_files(fresh, groups, replaced_now, listed, listed_bases)
+            if fresh.is_completed(m[1].requested_time) and not self.storage.exists(m[0])
+        ]
+        if missing:
+            path, instant = missing[0]
+            raise MissingDataFileError(
+                path,
+                instant_time=instant.requested_time,
+                instant_file=f"{TIMELINE_DIR}/{instant.file_name}",
+                more=len(missing) - 1,
+            )
+
+    def _missing_latest_files(
+        self,
+        timeline: Timeline,
+        groups: dict[tuple[str, str], FileGroup],
+        replaced: set[tuple[str, str]],
+        listed: set[str],
+        listed_bases: dict[tuple[str, str], set[str]],
+    ) -> list[tuple[str, Instant]]:
+        pending = {i.requested_time for i in timeline.pending}
+        expected: dict[tuple[str, str], tuple[str, str, Instant]] = {}  # latest base: (time, path, writer)
+        logs: list[tuple[tuple[str, str], str, Instant]] = []
+        for inst in self.timeline.completed_data_instants:
+            if not self._visible_instant(inst) or self.timeline.is_archived(inst.requested_time):
+                continue
+            try:
+                files = self._written_files(inst)
+            except FileNotFoundError:  # archived or rolled back since the timeline was loaded
+                continue
+            for key, base_time, path in files:
+                if key in replaced:
+                    continue
+                if base_time is None:
+                    if path not in listed:
+                        logs.append((key, path, inst))
+                    continue
+                current = expected.get(key)
+                if current is None or base_time > current[0]:
+                    expected[key] = (base_time, path, inst)
+
+        def superseded(key: tuple[str, str], instant_time: str) -> bool:
+            return any(t > instant_time and t not in pending for t in listed_bases.get(key, ()))
+
+        missing = [
+            (path, inst)
+            for key, (instant_time, path, inst) in expected.items()
+            if path not in listed and not superseded(key, instant_time)
+        ]
+        for key, path, inst in logs:
+            group = groups.get(key)
+            if group is None:  # a file group of logs only (Hudi writes them): no slice to check
+                continue
+            latest = group.latest.instant_time
+            if (inst.completion_time or "") >= latest and not superseded(key, latest):
+                missing.append((path, inst))
+        return missing
+
+    def _written_files(self, inst: Instant) -> tuple[_Written, ...]:
+        """The data files a completed instant wrote: ((partition, file id), base instant time or
+        None for a log file, path). Parsed once per process: completed instants never change."""
+        full = self.storage.full_path(f"{TIMELINE_DIR}/{inst.file_name}")
+        cached = _WRITTEN.get(full)
+        if cached is None:
+            out: list[_Written] = []
+            for stat in self.timeline.commit_metadata(inst).write_stats:
+                if not stat.path:
+                    continue
+                partition, _, name = stat.path.rpartition("/")
+                # The file id in the name, as the listing keys file groups.
+                base = parse_base_file_name(name)
+                log = parse_log_file_name(name) if base is None else None
+                if base is not None:
+                    out.append(((partition, base.file_id), base.instant_time, stat.path))
+                elif log is not None:
+                    out.append(((partition, log.file_id), None, stat.path))
+            cached = tuple(out)
+            if len(_WRITTEN) >= _WRITTEN_LIMIT:
+                _WRITTEN.clear()
+            _WRITTEN[full] = cached
+        return cached
 
     def _visible_log(self, path: str, name: str, size: int) -> LogFile | None:
         if not name.startswith("."):

@@ -58,6 +58,7 @@ from tidemark.format.log_file import (
     read_log_file,
 )
 from tidemark.format.names import COMMIT_TIME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
+from tidemark.format.parquet_file import read_data_file
 from tidemark.merge.base import (
     OP_COLUMN,
     OP_DELETE,
@@ -226,7 +227,7 @@ def read_slice(
     ``delete_ordering_field``: the table's column for delete ordering values
     (:func:`tidemark.format.log_file.delete_ordering_field` of its ordering fields).
     """
-    base = pq.read_table(base_full_path, schema=schema) if base_full_path else None
+    base = read_data_file(base_full_path, schema=schema) if base_full_path else None
     if not log_full_paths:  # a base file alone: its keys are unique, nothing to merge
         return base if base is not None else schema.empty_table()
     logs = read_log_records(log_full_paths, schema, delete_ordering_field=delete_ordering_field)

@@ -93,8 +93,8 @@ class CleanPlan:
         return write_avro("cleaner_plan", record)
 
     @classmethod
-    def from_avro(cls, instant_time: str, data: bytes) -> CleanPlan:
-        rec = read_avro(data)
+    def from_avro(cls, instant_time: str, data: bytes, *, source: str | None = None) -> CleanPlan:
+        rec = read_avro(data, source=source)
         earliest = (rec.get("earliestInstantToRetain") or {}).get("timestamp") or ""
         files = {
             p: tuple(f["filePath"] for f in infos if f.get("filePath"))
@@ -188,7 +188,7 @@ def savepointed_files(storage: Storage, timeline: Timeline) -> set[str]:
         name = sp.file_name if sp.is_completed else instant_file_name(sp.requested_time, Action.SAVEPOINT,
                                                                         State.INFLIGHT)
         try:
-            rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
+            rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{name}"), source=f"{TIMELINE_DIR}/{name}")
         except FileNotFoundError:
             continue
         for meta in (rec.get("partitionMetadata") or {}).values():
@@ -332,7 +332,8 @@ def schedule_clean(
             return [], f"clean {inst.requested_time} is running in another process"
         requested = instant_file_name(inst.requested_time, Action.CLEAN, State.REQUESTED)
         try:
-            plan = CleanPlan.from_avro(inst.requested_time, storage.read_bytes(f"{TIMELINE_DIR}/{requested}"))
+            path = f"{TIMELINE_DIR}/{requested}"
+            plan = CleanPlan.from_avro(inst.requested_time, storage.read_bytes(path), source=path)
         except FileNotFoundError:
             continue
         beat = Heartbeat(storage, inst.requested_time, heartbeats).start() if multi_writer else None
@@ -489,6 +490,6 @@ def last_clean_earliest_to_retain(timeline: Timeline) -> str | None:
     if not done:
         return None
     latest = max(done, key=lambda i: i.requested_time)
-    rec = read_avro(timeline.instant_bytes(latest))
+    rec = read_avro(timeline.instant_bytes(latest), source=f"{TIMELINE_DIR}/{latest.file_name}")
     earliest = rec.get("earliestCommitToRetain") or ""
     return min(earliest, latest.requested_time) if earliest else latest.requested_time

@@ -44,7 +44,7 @@ import pyarrow as pa
 from tidemark.concurrency.conflict import PendingCommit, not_built_on_rolled_back
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import ClusteringConfig, WriteConfig
-from tidemark.errors import ClusteringAbortedError, CommitError, ConfigError
+from tidemark.errors import ClusteringAbortedError, CommitError, ConfigError, CorruptInstantError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringGroup, ClusteringPlan, SliceInfo
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat
 from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_name
@@ -138,7 +138,7 @@ def pending_write_footprint(storage: Storage, timeline: Timeline, instant: Insta
             if data:
                 meta = CommitMetadata.from_bytes(data)
                 groups |= meta.file_groups()
-        except (FileNotFoundError, ValueError, EOFError):  # completed or rolled back meanwhile
+        except (FileNotFoundError, CorruptInstantError):  # completed or rolled back meanwhile
             pass
     return groups
 

@@ -104,8 +104,8 @@ class CompactionPlan:
         )
 
     @classmethod
-    def from_bytes(cls, instant_time: str, data: bytes) -> CompactionPlan:
-        rec = read_avro(data)
+    def from_bytes(cls, instant_time: str, data: bytes, *, source: str | None = None) -> CompactionPlan:
+        rec = read_avro(data, source=source)
         ops = tuple(CompactionOperation.from_avro(op) for op in rec.get("operations") or ())
         return cls(instant_time, ops)
 
@@ -181,7 +181,8 @@ def schedule(storage: Storage, timeline: Timeline) -> CompactionPlan | None:
 
 def load_plan(storage: Storage, instant_time: str) -> CompactionPlan:
     name = instant_file_name(instant_time, Action.COMPACTION, State.REQUESTED)
-    return CompactionPlan.from_bytes(instant_time, storage.read_bytes(f"{TIMELINE_DIR}/{name}"))
+    path = f"{TIMELINE_DIR}/{name}"
+    return CompactionPlan.from_bytes(instant_time, storage.read_bytes(path), source=path)
 
 
 def compact_slice(

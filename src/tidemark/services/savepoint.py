@@ -153,7 +153,8 @@ def _wait_for_running_cleans(storage: Storage, wait_s: float) -> None:
 
 
 def _files_of(storage: Storage, savepoint: Instant) -> list[str]:
-    rec = read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{savepoint.file_name}"))
+    path = f"{TIMELINE_DIR}/{savepoint.file_name}"
+    rec = read_avro(storage.read_bytes(path), source=path)
     out = []
     for meta in (rec.get("partitionMetadata") or {}).values():
         partition = meta.get("partitionPath") or ""

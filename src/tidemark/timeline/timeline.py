@@ -20,7 +20,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
-from tidemark.errors import InstantNotFoundError
+from tidemark.errors import CorruptInstantError, InstantNotFoundError
 from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.commit_metadata import CommitMetadata
 from tidemark.format.names import TIMELINE_DIR
@@ -36,12 +36,25 @@ def _read_commit_metadata(full_path: str, storage: Storage, path: str) -> Commit
     """Completed instant files never change, so their parsed metadata is cached per process."""
     meta = _METADATA.get(full_path)
     if meta is None:
-        meta = CommitMetadata.from_bytes(storage.read_bytes(path))
+        meta = CommitMetadata.from_bytes(storage.read_bytes(path), source=path)
         if len(_METADATA) >= _METADATA_LIMIT:
             _METADATA.clear()
         _METADATA[full_path] = meta
     return meta
 
+
+# Completed files of these actions always hold Avro metadata; an empty one was damaged.
+NEVER_EMPTY_WHEN_COMPLETED = frozenset(
+    {
+        Action.COMMIT,
+        Action.DELTA_COMMIT,
+        Action.REPLACE_COMMIT,
+        Action.CLEAN,
+        Action.ROLLBACK,
+        Action.SAVEPOINT,
+        Action.RESTORE,
+    }
+)
 
 _RANK = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 
@@ -290,11 +303,18 @@ class Timeline:
         return _read_commit_metadata(full, self._storage, path)
 
     def instant_bytes(self, instant: Instant) -> bytes:
-        """The raw content of a completed instant's file (from the history if it was archived)."""
+        """The raw content of a completed instant's file (from the history if it was archived).
+
+        Raises CorruptInstantError for an empty completed file of an action whose completed
+        file always has content (Hudi writes some, such as ``indexing``, empty).
+        """
         path = f"{TIMELINE_DIR}/{instant.file_name}"
         if self._archived_file(instant, path):
             return self._history.metadata_bytes(instant)  # type: ignore[union-attr]
-        return self._storage.read_bytes(path)
+        data = self._storage.read_bytes(path)
+        if not data and instant.is_completed and instant.action in NEVER_EMPTY_WHEN_COMPLETED:
+            raise CorruptInstantError(path, "the file is empty", instant_time=instant.requested_time)
+        return data
 
     def _archived_file(self, instant: Instant, path: str) -> bool:
         """Whether the instant's file left the active timeline for the (loaded) history."""
@@ -313,7 +333,7 @@ class Timeline:
                 data = self._storage.read_bytes(path)
             except FileNotFoundError:
                 continue
-            return ClusteringPlan.from_bytes(data)
+            return ClusteringPlan.from_bytes(data, source=path)
         return None
 
     @cached_property

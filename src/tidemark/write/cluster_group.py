@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from tidemark.format.clustering_plan import ClusteringGroup
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new_file_id
+from tidemark.format.parquet_file import read_data_file
 from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
 from tidemark.storage import LocalStorage
@@ -54,7 +55,10 @@ def read_group(spec: ClusterSpec, group: ClusteringGroup) -> pa.Table:
     """All rows of ``group`` in memory, sorted by the sort columns (needed to sort them)."""
     storage = LocalStorage(spec.write.base_path)
     schema = spec.write.schema
-    pieces = [_aligned(pq.read_table(storage.full_path(s.data_file_path)), schema) for s in group.slices]
+    pieces = [
+        _aligned(read_data_file(storage.full_path(s.data_file_path), path=s.data_file_path), schema)
+        for s in group.slices
+    ]
     rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
     if spec.sort_columns:
         rows = rows.sort_by([(c, "ascending") for c in spec.sort_columns])

@@ -32,6 +32,7 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
+from tidemark.format.parquet_file import read_data_file
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
@@ -139,7 +140,7 @@ def write_file_group(
     pieces: list[pa.Table] = []
     prev_commit = None
     if base_file is not None:
-        old = pq.read_table(storage.full_path(base_file), schema=spec.schema)
+        old = read_data_file(storage.full_path(base_file), path=base_file, schema=spec.schema)
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
         old_keys = old.column(RECORD_KEY).combine_chunks()
         touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tidemark.format.names import COMMIT_TIME
+from tidemark.format.parquet_file import read_data_file
 from tidemark.format.schema import with_meta_columns
 from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
@@ -44,8 +44,9 @@ def read_plan(
             )
             tables.append(slice_rows)
         else:
-            tables.append(pq.read_table(storage.full_path(f.path), schema=schema))
+            tables.append(read_data_file(storage.full_path(f.path), path=f.path, schema=schema))
     table = pa.concat_tables(tables)
     if plan.commit_times is not None:
         table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(sorted(plan.commit_times), pa.string())))
     return table
+

@@ -13,12 +13,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from tidemark.engines.arrow.keys import null_key_count, partition_path_array, record_key_array
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.format.parquet_file import read_data_file
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
@@ -220,7 +220,7 @@ class ArrowWritePipeline:
         files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
         pieces = []
         for f in files:
-            keys = pq.read_table(view.storage.full_path(f.path), columns=[RECORD_KEY, PARTITION_PATH])
+            keys = read_data_file(view.storage.full_path(f.path), path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
             pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
         if not pieces:
             tagged = frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))

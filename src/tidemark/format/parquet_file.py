@@ -1,0 +1,36 @@
+"""Reading a table's parquet data files, with a damaged file reported as such.
+
+pyarrow raises ``ArrowInvalid`` (or an ``OSError``) for a file that is not parquet or was
+cut short; a user must get :class:`~tidemark.errors.CorruptDataFileError` naming the file
+instead. A missing file still raises ``FileNotFoundError``: callers decide what a file
+removed meanwhile (by clean) means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from tidemark.errors import CorruptDataFileError
+
+
+def read_data_file(
+    full_path: str,
+    *,
+    path: str | None = None,
+    schema: pa.Schema | None = None,
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """The rows of one parquet data file. ``path`` (relative to the table) names it in errors.
+
+    Raises CorruptDataFileError if the file is not readable parquet, FileNotFoundError if it is gone.
+    """
+    try:
+        return pq.read_table(full_path, schema=schema, columns=list(columns) if columns is not None else None)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as exc:
+        text = str(exc)
+        raise CorruptDataFileError(path or full_path, text.splitlines()[0] if text else type(exc).__name__) from None
