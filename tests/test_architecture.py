@@ -52,6 +52,13 @@ KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
         "the commit protocol rolls back expired writers' instants itself (lazy cleaning); "
         "services/ imports write/, so this closes a write <-> services cycle"
     ),
+    ("tidemark.write.commit", "tidemark.services.clean"): (
+        "the commit protocol finishes cleans a crashed cleaner left (finish_interrupted, before "
+        "every write); the recovery of interrupted services should move below write/ with rollback"
+    ),
+    ("tidemark.write.commit", "tidemark.services.savepoint"): (
+        "as above, for restores a crash interrupted"
+    ),
     ("tidemark.services.cluster", "tidemark.engines.arrow.cluster"): (
         "clustering picks its executor itself; the engine should be handed to the service "
         "(services <-> engines cycle)"
