@@ -53,7 +53,11 @@ def files_that_may_hold(
         if keys is None or len(keys) == 0:
             continue
         candidates += 1
-        footer = pq.read_metadata(storage.full_path(f.path)).metadata or {}
+        try:
+            footer = pq.read_metadata(storage.full_path(f.path)).metadata or {}
+        except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
+            kept.append(f)
+            continue
         low, high = footer.get(MIN_KEY_KEY.encode()), footer.get(MAX_KEY_KEY.encode())
         if low is not None and high is not None:
             low_text, high_text = low.decode(), high.decode()
