@@ -29,7 +29,6 @@ two first writers with different providers cannot both record their own settings
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -37,7 +36,7 @@ from dataclasses import dataclass, replace
 from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.errors import WriterSettingsError
 from tidemark.format.properties import PROPERTIES_PATH, format_properties, parse_properties
-from tidemark.storage import Storage
+from tidemark.storage import Storage, exclusive_flock
 
 SINGLE_WRITER = "single_writer"
 
@@ -196,14 +195,8 @@ def table_settings(storage: Storage) -> WriterSettings | None:
 @contextlib.contextmanager
 def properties_mutex(storage: Storage) -> Iterator[None]:
     """Exclusive ``flock`` around a read-modify-write of ``hoodie.properties`` (any provider, any process)."""
-    path = storage.full_path(MUTEX_PATH)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive_flock(storage.full_path(MUTEX_PATH)):
         yield
-    finally:
-        os.close(fd)  # drops the flock
 
 
 def write_settings(storage: Storage, settings: WriterSettings) -> None:

@@ -34,11 +34,9 @@ it) are in :mod:`tidemark.config.early_conflict`, where the option resolver read
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -49,7 +47,7 @@ from tidemark.errors import EarlyConflictError
 from tidemark.format.names import marker_dir
 from tidemark.markers.base import Marker
 from tidemark.markers.listing import markers_in_partitions
-from tidemark.storage import Storage
+from tidemark.storage import Storage, exclusive_flock
 from tidemark.timeline import Action, Timeline
 from tidemark.timeline.instant_time import parse_instant_time
 
@@ -256,14 +254,8 @@ def file_group_lock(storage: Storage, partition_path: str, file_id: str) -> Iter
     """
     digest = hashlib.sha1(f"{partition_path}/{file_id}".encode()).digest()
     stripe = int.from_bytes(digest[:4], "big") % FILE_GROUP_LOCK_STRIPES
-    path = storage.full_path(f"{FILE_GROUP_LOCK_DIR}/{stripe:03d}.lock")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive_flock(storage.full_path(f"{FILE_GROUP_LOCK_DIR}/{stripe:03d}.lock")):
         yield
-    finally:
-        os.close(fd)  # closing drops the flock
 
 
 class AsyncConflictChecker:

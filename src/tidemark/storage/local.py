@@ -7,7 +7,9 @@ appears whole or not at all, and only one of several racing writers wins.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import uuid
@@ -143,3 +145,19 @@ class LocalStorage:
     def is_empty_dir(self, path: str) -> bool:
         full = self.full_path(path)
         return os.path.isdir(full) and not os.listdir(full)
+
+
+@contextlib.contextmanager
+def exclusive_flock(full_path: str) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``full_path`` (created if absent) for the block.
+
+    Blocks until it is had; the operating system drops it if the process dies, so a crashed
+    holder never leaves it stuck.
+    """
+    os.makedirs(os.path.dirname(full_path), exist_ok=True)
+    fd = os.open(full_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the flock
