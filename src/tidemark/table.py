@@ -8,10 +8,11 @@ before anything is written; readers only ever see completed instants.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -125,7 +126,13 @@ class IncrementalResult:
     rows: Any  # a Spark DataFrame, or a pyarrow Table with spark=None
     checkpoint: str | None
     instants: tuple[Instant, ...]
-    deletes: Any = None  # same kind as rows
+    find_deletes: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def deletes(self) -> Any:
+        """The deleted records (same kind as ``rows``), found on first use: a consumer that never
+        asks pays nothing for them."""
+        return self.find_deletes() if self.find_deletes is not None else None
 
 
 def _names(value: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
@@ -630,7 +637,8 @@ class Table:
         started before others but completed after them.
         """
         plan = self.incremental_plan(start=start, end=end)
-        return IncrementalResult(self._read_plan(plan), plan.end, plan.instants, self._deleted_by(plan.instants))
+        return IncrementalResult(self._read_plan(plan), plan.end, plan.instants,
+                                 functools.partial(self._deleted_by, plan.instants))
 
     def _deleted_by(self, instants: Sequence[Instant]) -> Any:
         """The records ``instants`` deleted (see :mod:`tidemark.read.changes`), as the engine's frame."""

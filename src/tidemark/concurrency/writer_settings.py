@@ -34,8 +34,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
-from tidemark.errors import WriterSettingsError
-from tidemark.format.properties import PROPERTIES_PATH, format_properties, parse_properties
+from tidemark.errors import TableNotFoundError, WriterSettingsError
+from tidemark.format.properties import PROPERTIES_PATH, format_properties, load_properties
 from tidemark.storage import Storage, exclusive_flock
 
 SINGLE_WRITER = "single_writer"
@@ -184,7 +184,14 @@ def _zk_node(settings: WriterSettings) -> str:
 
 # -- reading, checking and recording ---------------------------------------------------------
 def read_properties(storage: Storage) -> dict[str, str]:
-    return parse_properties(storage.read_bytes(PROPERTIES_PATH).decode())
+    """The table's properties as Hudi reads them (its backup while Hudi rewrites the file).
+
+    Raises CorruptPropertiesError if neither is sound, TableNotFoundError if both are gone.
+    """
+    props = load_properties(storage.read_bytes)
+    if props is None:
+        raise TableNotFoundError(storage.base_path, f"{PROPERTIES_PATH} is gone")
+    return props
 
 
 def table_settings(storage: Storage) -> WriterSettings | None:

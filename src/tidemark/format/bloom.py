@@ -86,8 +86,12 @@ def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
     return groups
 
 
-def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
-    """(hashes, n) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
+def _hash_chain(matrix: np.ndarray, hashes: int) -> np.ndarray:
+    """(hashes, n) chained Murmur hashes of keys of one byte length (Hadoop's variant), as uint32.
+
+    The chain does not depend on the filter's size: one computation serves every filter
+    probed with the same number of hashes.
+    """
     n, length = matrix.shape
     blocks = length // 4
     left = length - 4 * blocks
@@ -105,7 +109,6 @@ def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndar
         out = np.empty((hashes, n), dtype=np.uint32)
         h = np.zeros(n, dtype=np.uint32)
         scratch = np.empty(n, dtype=np.uint32)
-        size = np.uint32(vector_size)
         for i in range(hashes):
             h ^= np.uint32(length)  # h is the previous hash: the seed
             for b in range(blocks):
@@ -119,9 +122,34 @@ def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndar
             h *= _M
             np.right_shift(h, np.uint32(15), out=scratch)
             h ^= scratch
-            # Java: Math.abs(h % size) == abs(h) % size; abs of Integer.MIN_VALUE is 2^31 as unsigned.
-            np.remainder(np.abs(h.view(np.int32)).view(np.uint32), size, out=out[i])
+            out[i] = h
     return out
+
+
+def _positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
+    """Bit positions from hash values: Java's ``Math.abs(h % size)``, which is ``abs(h) % size``
+    (the abs of Integer.MIN_VALUE is 2^31 as unsigned)."""
+    return np.remainder(np.abs(chain.view(np.int32)).view(np.uint32), np.uint32(vector_size))
+
+
+def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
+    """(hashes, n) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
+    return _positions(_hash_chain(matrix, hashes), vector_size)
+
+
+@dataclass(frozen=True)
+class HashedKeys:
+    """Keys hashed once for probing many filters that use ``hashes`` hash functions."""
+
+    count: int
+    hashes: int
+    groups: tuple[tuple[np.ndarray, np.ndarray], ...]  # (positions of the keys, their hash chains)
+
+    @classmethod
+    def of(cls, keys: pa.Array | Sequence[str], hashes: int) -> HashedKeys:
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        groups = tuple((positions, _hash_chain(matrix, hashes)) for positions, matrix in _utf8_groups(array))
+        return cls(len(array), hashes, groups)
 
 
 def _row_of_each_key(count: int, keys_per_row: int, max_entries: int) -> tuple[np.ndarray, int, int]:
@@ -173,12 +201,18 @@ class BloomFilter:
                     bits[row][where[:, mine].ravel()] = True
         return cls(size, hashes, num_entries, current, tuple(bits))
 
-    def might_contain(self, keys: pa.Array | Sequence[str]) -> np.ndarray:
-        """For each key, False when the file surely does not hold it, True when it may."""
-        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
-        result = np.zeros(len(array), dtype=bool)
-        for positions, matrix in _utf8_groups(array):
-            where = _bit_positions(matrix, self.hashes, self.vector_size)
+    def might_contain(self, keys: pa.Array | Sequence[str] | HashedKeys) -> np.ndarray:
+        """For each key, False when the file surely does not hold it, True when it may.
+
+        Pass :class:`HashedKeys` (made with this filter's ``hashes``) to probe many filters
+        with the same keys without hashing them again.
+        """
+        hashed = keys if isinstance(keys, HashedKeys) else HashedKeys.of(keys, self.hashes)
+        if hashed.hashes != self.hashes:
+            raise ValueError(f"keys hashed {hashed.hashes} times probe a filter of {self.hashes} hashes")
+        result = np.zeros(hashed.count, dtype=bool)
+        for positions, chain in hashed.groups:
+            where = _positions(chain, self.vector_size)
             hit = np.zeros(len(positions), dtype=bool)
             for bits in self.rows:
                 hit |= bits[where].all(axis=0)

@@ -27,6 +27,7 @@ Deleting is idempotent, so finishing a half-executed plan is safe.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -37,7 +38,7 @@ from typing import Any
 from tidemark.concurrency.conflict import undone_by_rollback
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import CleanConfig, CleanPolicy
-from tidemark.errors import BaseFileGoneError, RolledBackConflictError, WriteConflictError
+from tidemark.errors import BaseFileGoneError, CorruptInstantError, RolledBackConflictError, WriteConflictError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
@@ -48,6 +49,8 @@ from tidemark.timeline.instant_time import format_instant_time, parse_instant_ti
 
 _PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
 _DATA_WRITES = {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING, Action.COMPACTION}
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -425,6 +428,10 @@ def finish_pending_clean(
             break
         except FileNotFoundError:
             continue
+        except CorruptInstantError as damaged:  # never block every write on it: `tidemark clean` reports it
+            log.warning("the plan of pending clean %s cannot be read (%s); left for tidemark clean",
+                        inst.requested_time, damaged)
+            return None
     if plan is None:
         return None
     beat = Heartbeat(storage, inst.requested_time, heartbeats).start() if multi_writer else None

@@ -33,6 +33,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidemark.errors import CommitError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro, write_avro
 from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.names import FILE_NAME, TIMELINE_DIR, base_file_name, join_partition, write_token
@@ -272,8 +273,20 @@ def execute(
 
 def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat], *, user_schema: pa.Schema,
              table_name: str) -> Instant:
-    """Publish ``<t>_<c>.commit``; call under the table lock."""
+    """Publish ``<t>_<c>.commit``; call under the table lock.
+
+    Raises CommitError (publishing nothing) if the compaction is no longer pending: a restore
+    rolled it back meanwhile, or another runner of the same plan completed it first.
+    """
     timeline = Timeline.load(storage)
+    mine = [i for i in timeline if i.requested_time == plan.instant_time]
+    if not any(i.action is Action.COMPACTION and not i.is_completed for i in mine) or any(
+        i.is_completed for i in mine
+    ):
+        raise CommitError(
+            f"compaction {plan.instant_time} is no longer pending (rolled back by a restore, or completed by "
+            "another runner of the same plan): its files are not published. Run compact() again if needed."
+        )
     meta = CommitMetadata(
         operation=OPERATION,
         write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
@@ -282,7 +295,8 @@ def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat],
     )
     completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), plan.instant_time])))
     name = instant_file_name(plan.instant_time, Action.COMMIT, State.COMPLETED, completion)
-    storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
+    if storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is CreateOutcome.ALREADY_EXISTS:
+        raise CommitError(f"compaction {plan.instant_time} was completed by another runner at the same moment")
     delete_markers(storage, plan.instant_time)
     return Instant(plan.instant_time, Action.COMMIT, State.COMPLETED, completion)
 

@@ -227,7 +227,7 @@ class WriteClient:
             self._require_partitioned()
             require_columns("partition", cfg.partition_fields, incoming_schema.names)
             paths = sorted(pipeline.insert_counts(prepared))
-            return self._delete_partitions_once(paths, table_schema)
+            return self._delete_partitions_once(paths, table_schema, prepared_for_write=True)
         profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
         try:
             tagged: Frame | None
@@ -289,13 +289,18 @@ class WriteClient:
                 "insert_overwrite_table with an empty batch"
             )
 
-    def _delete_partitions_once(self, paths: Sequence[str], table_schema: pa.Schema | None) -> WriteOutcome:
+    def _delete_partitions_once(
+        self, paths: Sequence[str], table_schema: pa.Schema | None, *, prepared_for_write: bool = False
+    ) -> WriteOutcome:
         from tidemark.errors import InvalidInputError
 
-        self._require_partitioned()
         operation = WriteOperation.DELETE_PARTITION
+        if self.config.non_blocking:  # a replacecommit: log-only writers cannot run it
+            refuse_base_file_operation(operation.value)
+        self._require_partitioned()
         protocol = self.protocol
-        protocol.prepare_for_write()
+        if not prepared_for_write:
+            protocol.prepare_for_write()
         view = FileSystemView(self.storage, Timeline.load(self.storage))
         known = set(view.partitions())
         unknown = [p for p in paths if p not in known]

@@ -11,6 +11,7 @@ Every file gets its marker first, as in every other write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidemark.errors import CorruptDataFileError
 from tidemark.format.clustering_plan import ClusteringGroup
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new_file_id
@@ -72,13 +74,32 @@ def _batches(spec: ClusterSpec, group: ClusteringGroup) -> Iterator[pa.Table]:
         return
     storage = LocalStorage(spec.write.base_path)
     for s in group.slices:
-        for batch in pq.ParquetFile(storage.full_path(s.data_file_path)).iter_batches(batch_size=65_536):
-            yield _aligned(pa.Table.from_batches([batch]), spec.write.schema)
+        with _damaged_as_corrupt(s.data_file_path):
+            batches = pq.ParquetFile(storage.full_path(s.data_file_path)).iter_batches(batch_size=65_536)
+            for batch in batches:
+                yield _aligned(pa.Table.from_batches([batch]), spec.write.schema)
 
 
 def _rows_in(spec: ClusterSpec, group: ClusteringGroup) -> int:
     storage = LocalStorage(spec.write.base_path)
-    return sum(pq.read_metadata(storage.full_path(s.data_file_path)).num_rows for s in group.slices)
+    total = 0
+    for s in group.slices:
+        with _damaged_as_corrupt(s.data_file_path):
+            total += pq.read_metadata(storage.full_path(s.data_file_path)).num_rows
+    return total
+
+
+@contextlib.contextmanager
+def _damaged_as_corrupt(path: str) -> Iterator[None]:
+    """A file that is not readable parquet raises CorruptDataFileError naming it (a gone one stays
+    FileNotFoundError: the clustering then lost to a concurrent clean or rollback)."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as exc:
+        text = str(exc)
+        raise CorruptDataFileError(path, text.splitlines()[0] if text else type(exc).__name__) from None
 
 
 class _Output:

@@ -13,11 +13,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.format.bloom import FOOTER_KEY, MAX_KEY_KEY, MIN_KEY_KEY, TYPE_CODE_KEY, BloomFilter, BloomFilterError
+from tidemark.format.bloom import (
+    FOOTER_KEY,
+    MAX_KEY_KEY,
+    MIN_KEY_KEY,
+    TYPE_CODE_KEY,
+    BloomFilter,
+    BloomFilterError,
+    HashedKeys,
+)
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
 
@@ -48,6 +57,7 @@ def files_that_may_hold(
     """
     kept: list[BaseFile] = []
     candidates = by_range = by_bloom = 0
+    hashed: dict[tuple[str, int], HashedKeys] = {}  # each partition's keys hashed once for all its files
     for f in files:
         keys = keys_by_partition.get(f.partition_path)
         if keys is None or len(keys) == 0:
@@ -58,14 +68,15 @@ def files_that_may_hold(
         except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
             kept.append(f)
             continue
+        inside = np.ones(len(keys), dtype=bool)
         low, high = footer.get(MIN_KEY_KEY.encode()), footer.get(MAX_KEY_KEY.encode())
         if low is not None and high is not None:
             low_text, high_text = low.decode(), high.decode()
             # Hudi orders keys as Java strings (UTF-16); for ASCII that is byte order, as here.
             if _ascii(low_text) and _ascii(high_text):
-                inside = pc.and_(pc.greater_equal(keys, low_text), pc.less_equal(keys, high_text))
-                keys = keys.filter(inside)
-                if len(keys) == 0:
+                in_range = pc.and_(pc.greater_equal(keys, low_text), pc.less_equal(keys, high_text))
+                inside = in_range.to_numpy(zero_copy_only=False)
+                if not inside.any():
                     by_range += 1
                     continue
         serialized = footer.get(FOOTER_KEY.encode())
@@ -74,9 +85,13 @@ def files_that_may_hold(
                 bloom = BloomFilter.parse(serialized, footer.get(TYPE_CODE_KEY.encode(), b"").decode())
             except BloomFilterError:
                 bloom = None  # a filter we cannot read prunes nothing; the keys are read instead
-            if bloom is not None and not bloom.might_contain(keys).any():
-                by_bloom += 1
-                continue
+            if bloom is not None:
+                slot = (f.partition_path, bloom.hashes)
+                if slot not in hashed:
+                    hashed[slot] = HashedKeys.of(keys, bloom.hashes)
+                if not (bloom.might_contain(hashed[slot]) & inside).any():
+                    by_bloom += 1
+                    continue
         kept.append(f)
     return kept, PruneStats(candidates, by_range, by_bloom)
 
