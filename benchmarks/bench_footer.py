@@ -5,6 +5,10 @@ Every base file tidemark writes carries Hudi's bloom filter of its record keys
 build and serialize the filter of one file and to probe it, and the footer's size,
 against the time pyarrow takes to write the same keys as a parquet file (the floor of
 any base-file write). Run: ``python benchmarks/bench_footer.py [--rows N ...]``.
+
+``--pipeline N`` measures the filter inside the real pipeline instead: Spark ``bulk_insert``
+of N rows (the shape of ``bench_write.py``) with ``hoodie.parquet.bloom.filter.enabled``
+true and false, alternating, ``--repeat`` runs each, in one SparkSession.
 """
 
 from __future__ import annotations
@@ -30,11 +34,51 @@ def _cpu(fn: object, repeat: int) -> float:
     return statistics.median(times)
 
 
+def pipeline(rows: int, repeat: int) -> None:
+    import shutil
+    import tempfile
+
+    import tidemark
+    from tidemark.engines.spark.session import start_spark
+
+    scratch = tempfile.mkdtemp(prefix="bench-footer-spark-")
+    spark, _ = start_spark(scratch, app_name="bench-footer")
+    df = spark.range(rows, numPartitions=max(1, rows // 250_000)).selectExpr(
+        "id", "concat('k', lpad(cast(id as string), 9, '0')) as key", "rand() * 100 as fare",
+        "cast(id % 1000 as int) as rider", "current_timestamp() as updated_at",
+    ).cache()
+    df.count()
+    times: dict[bool, list[float]] = {True: [], False: []}
+    work = tempfile.mkdtemp(prefix="bench-footer-")
+    try:
+        for run in range(repeat):
+            for enabled in (True, False):
+                path = f"{work}/t{run}{int(enabled)}"
+                table = tidemark.Table.create(path, spark=spark, record_key="key", options={
+                    "hoodie.parquet.bloom.filter.enabled": str(enabled).lower()})
+                start = time.perf_counter()
+                table.bulk_insert(df)
+                times[enabled].append(time.perf_counter() - start)
+                shutil.rmtree(path)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+        spark.stop()
+    on, off = statistics.median(times[True]), statistics.median(times[False])
+    print(f"| bulk_insert of {rows:,} rows (Spark, local[2]) | with filter {on:.2f} s | without {off:.2f} s "
+          f"| {on / off:.2f}x | runs {', '.join(f'{t:.2f}' for t in times[True])} "
+          f"· {', '.join(f'{t:.2f}' for t in times[False])} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 250_000, 1_000_000])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--pipeline", type=int, default=None, metavar="N")
     args = parser.parse_args()
+    if args.pipeline:
+        pipeline(args.pipeline, args.repeat)
+        return
     print("| keys | rows | footer build (CPU s) | parquet write of the keys alone (CPU s) | ratio | footer bytes |")
     print("|---|---:|---:|---:|---:|---:|")
     for kind in ("k%09d", "uuid"):

@@ -176,3 +176,17 @@ def test_every_base_file_spark_writes_has_hudis_footer_including_compaction(spar
     from conftest import hudi_rs_read
 
     assert hudi_rs_read(table.path).num_rows == 100
+
+
+def test_the_filter_can_be_left_out_as_in_hudi(tmp_path: Path) -> None:
+    import tidemark
+
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id",
+                                  options={"hoodie.parquet.bloom.filter.enabled": "false"})
+    table.bulk_insert(pa.table({"id": list(range(100)), "v": ["a"] * 100}))
+    table.upsert(pa.table({"id": [5, 500], "v": ["b", "c"]}))
+    for f in glob.glob(os.path.join(table.path, "*.parquet")):
+        footer = pq.read_metadata(f).metadata or {}
+        assert FOOTER_KEY.encode() not in footer and TYPE_CODE_KEY.encode() not in footer
+        assert MIN_KEY_KEY.encode() in footer and b"parquet.avro.schema" in footer
+    assert sorted(table.read().column("id").to_pylist()) == sorted([*range(100), 500])

@@ -712,7 +712,7 @@ class Table:
                 self.storage, plan, user_schema=schema, ordering_fields=cfg.ordering_fields,
                 merger=self.merger(),
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
-                run_slices=run_slices,
+                run_slices=run_slices, bloom_filter=self.write_config.bloom_filter,
             )
             with protocol.lock.hold("complete a compaction"):
                 instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)

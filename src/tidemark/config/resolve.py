@@ -98,6 +98,7 @@ class WriteConfig:
     compact_inline: bool = False
     compact_inline_max_delta_commits: int = 5
     log_block_format: str = "avro"
+    bloom_filter: bool = True
     clean: CleanConfig = field(default_factory=CleanConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
@@ -116,6 +117,7 @@ _FIELDS = {
     "small_file_limit": "hoodie.parquet.small.file.limit",
     "record_size_estimate": "hoodie.copyonwrite.record.size.estimate",
     "compression": "hoodie.parquet.compression.codec",
+    "bloom_filter": "hoodie.parquet.bloom.filter.enabled",
     "combine_before_bulk_insert": "hoodie.combine.before.insert",
     "insert_dup_policy": "hoodie.datasource.insert.dup.policy",
     "set_null_for_missing_columns": "hoodie.write.set.null.for.missing.columns",

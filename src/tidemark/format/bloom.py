@@ -278,16 +278,16 @@ def footer_size(num_keys: int) -> int:
     return 4 * -(-raw // 3)
 
 
-def footer_metadata(record_keys: pa.Array) -> dict[str, str]:
-    """The footer entries Hudi writes for a base file holding ``record_keys`` (in file order)."""
+def footer_metadata(record_keys: pa.Array, *, with_filter: bool = True) -> dict[str, str]:
+    """The footer entries Hudi writes for a base file holding ``record_keys`` (in file order);
+    without ``with_filter`` only the key range (Hudi's ``hoodie.parquet.bloom.filter.enabled=false``)."""
     if len(record_keys) == 0:
         return {}
     import pyarrow.compute as pc
 
     bounds = pc.min_max(record_keys)
-    return {
-        FOOTER_KEY: BloomFilter.build(record_keys, num_entries=footer_entries(len(record_keys))).serialize(),
-        TYPE_CODE_KEY: TYPE_CODE,
-        MIN_KEY_KEY: bounds["min"].as_py(),
-        MAX_KEY_KEY: bounds["max"].as_py(),
-    }
+    footer = {MIN_KEY_KEY: bounds["min"].as_py(), MAX_KEY_KEY: bounds["max"].as_py()}
+    if with_filter:
+        footer[FOOTER_KEY] = BloomFilter.build(record_keys, num_entries=footer_entries(len(record_keys))).serialize()
+        footer[TYPE_CODE_KEY] = TYPE_CODE
+    return footer

@@ -333,6 +333,7 @@ class ClusteringService:
                 schema=file_schema,
                 ordering_fields=(),
                 compression=self.config.compression,
+                bloom_filter=self.config.bloom_filter,
                 max_file_size=scheduled.plan.target_file_size or self.config.clustering.target_file_size,
             ),
             scheduled.plan.sort_columns,

@@ -45,7 +45,7 @@ from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, parquet_options
-from tidemark.write.footer import table_name_of, write_base_file
+from tidemark.write.footer import write_base_file
 from tidemark.write.meta_columns import constant
 
 OPERATION = "COMPACT"
@@ -219,7 +219,7 @@ def compact_slice(
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
 
-    write_base_file(merged, full, table_name_of(spec.base_path, spec.table_name), **parquet_options(spec, merged))
+    write_base_file(merged, full, spec, **parquet_options(spec, merged))
     return WriteStat(
         partition_path=op.partition_path,
         file_id=op.file_id,
@@ -246,6 +246,7 @@ def execute(
     compression: str,
     max_file_size: int,
     run_slices: SliceRunner | None = None,
+    bloom_filter: bool = True,
 ) -> list[WriteStat]:
     """Write the compacted base files of ``plan`` (no lock held). Safe to run again.
 
@@ -264,6 +265,7 @@ def execute(
         ordering_fields=tuple(ordering_fields),
         compression=compression,
         max_file_size=max_file_size,
+        bloom_filter=bloom_filter,
         markers=MarkerSpec(),
     )
     if run_slices is not None:

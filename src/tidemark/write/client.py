@@ -545,6 +545,7 @@ def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
         log_schema=log_schema_json(user_schema, client.table_config.name) if client.merge_on_read else None,
         log_block_format=client.config.log_block_format,
         table_name=client.table_config.name,
+        bloom_filter=client.config.bloom_filter,
     )
 
 

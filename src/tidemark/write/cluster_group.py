@@ -29,7 +29,7 @@ from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
 from tidemark.storage import LocalStorage
 from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec, parquet_options
-from tidemark.write.footer import FooterKeys, table_name_of
+from tidemark.write.footer import FooterKeys
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ class _Output:
         self.rows = 0
         self._name_index = spec.write.schema.get_field_index(FILE_NAME)
         self._buffer = RowGroupBuffer()  # row groups of a useful size, as bulk inserts write them
-        self._footer = FooterKeys(table_name_of(spec.write.base_path, spec.write.table_name))
+        self._footer = FooterKeys(spec.write)
 
     def write(self, rows: pa.Table) -> None:
         self.rows += rows.num_rows

@@ -37,7 +37,7 @@ from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
 from tidemark.storage import LocalStorage
-from tidemark.write.footer import FooterKeys, table_name_of, write_base_file
+from tidemark.write.footer import FooterKeys, write_base_file
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, with_meta_columns
 from tidemark.write.spec import WriteSpec
@@ -181,7 +181,7 @@ def write_file_group(
 
     full = storage.full_path(rel_path)
     os.makedirs(os.path.dirname(full), exist_ok=True)
-    write_base_file(out, full, table_name_of(spec.base_path, spec.table_name), **parquet_options(spec, out))
+    write_base_file(out, full, spec, **parquet_options(spec, out))
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
@@ -247,7 +247,7 @@ class _RollingFile:
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
         self._buffer = RowGroupBuffer(max_bytes=min(ROW_GROUP_BYTES, spec.max_file_size))
-        self._footer = FooterKeys(table_name_of(spec.base_path, spec.table_name))
+        self._footer = FooterKeys(spec)
 
     def write(self, rows: pa.Table) -> None:
         full = self._buffer.add(rows)

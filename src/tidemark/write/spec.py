@@ -27,3 +27,4 @@ class WriteSpec:
     log_schema: str | None = None
     log_block_format: str = "avro"  # or "parquet"
     table_name: str = ""  # names the Avro schema in base-file footers (the folder's name if empty)
+    bloom_filter: bool = True  # hoodie.parquet.bloom.filter.enabled: the key bloom filter in footers
