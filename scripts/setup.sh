@@ -34,7 +34,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 
 # The demo and the tests need Spark (the spark extra) and hudi-rs, pytest, ruff, mypy (test).
-EXTRAS=${TIDEMARK_EXTRAS:-test,spark}
+EXTRAS=${TIDEMARK_EXTRAS:-test,spark,aws}
 stamp=".venv/.tidemark-installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${EXTRAS//,/_}"
 if [ ! -f "$stamp" ]; then
   log "installing tidemark[$EXTRAS] and its dependencies (the first time builds the pyspark wheel: a few minutes)"

@@ -26,6 +26,26 @@ def zookeeper_server() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
+def moto_server() -> Iterator[Any]:
+    """A real S3 + DynamoDB server (moto) on 127.0.0.1 for the whole run (see tests/moto_server.py)."""
+    from moto_server import MotoServer
+
+    server = MotoServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def s3_bucket(moto_server: Any, request: pytest.FixtureRequest) -> str:
+    """A fresh, empty bucket on the test S3 server; its name."""
+    import uuid
+
+    return moto_server.create_bucket(f"t-{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession

@@ -27,6 +27,18 @@ class CreateOutcome(enum.Enum):
 
 
 @dataclass(frozen=True)
+class Versioned:
+    """A file's content with an opaque version token (an ETag on object stores).
+
+    Hand the token back to :meth:`Storage.replace_if_match` to replace the file only if
+    nobody changed it since it was read.
+    """
+
+    data: bytes
+    version: str
+
+
+@dataclass(frozen=True)
 class FileInfo:
     """A file found by a listing: its path relative to the base, size and modification time."""
 
@@ -63,6 +75,18 @@ class Storage(Protocol):
 
     def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
         """Create ``path`` with ``data`` unless it exists; atomic with respect to other writers."""
+        ...
+
+    def read_versioned(self, path: str) -> Versioned | None:
+        """The file's content and version token, or None if it does not exist."""
+        ...
+
+    def replace_if_match(self, path: str, data: bytes, version: str) -> bool:
+        """Replace ``path`` with ``data`` only if its version is still ``version`` (compare-and-swap).
+
+        Returns False, writing nothing, when the file changed or vanished since that version was
+        read. Atomic with respect to other ``replace_if_match`` and ``create_if_absent`` callers.
+        """
         ...
 
     def list_dir(self, path: str) -> list[FileInfo]:

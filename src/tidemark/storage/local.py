@@ -15,7 +15,7 @@ import shutil
 import uuid
 from collections.abc import Iterator
 
-from tidemark.storage.base import CreateOutcome, FileInfo
+from tidemark.storage.base import CreateOutcome, FileInfo, Versioned
 
 
 class LocalStorage:
@@ -78,6 +78,38 @@ class LocalStorage:
             return CreateOutcome.CREATED
         finally:
             os.unlink(tmp)
+
+    @staticmethod
+    def _version_of(st: os.stat_result) -> str:
+        # Every write_atomic / replace gives the name a new inode, so (inode, mtime, size) changes
+        # with each replacement even within one mtime tick.
+        return f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
+
+    def read_versioned(self, path: str) -> Versioned | None:
+        full = self.full_path(path)
+        try:
+            with open(full, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                return Versioned(fh.read(), self._version_of(st))
+        except FileNotFoundError:
+            return None
+
+    def replace_if_match(self, path: str, data: bytes, version: str) -> bool:
+        full = self.full_path(path)
+        head, tail = os.path.split(full)
+        # All compare-and-swaps of one file serialise on a side lock; plain readers never block.
+        with exclusive_flock(os.path.join(head, f".{tail}.cas.lock")):
+            try:
+                current = self._version_of(os.stat(full))
+            except FileNotFoundError:
+                return False
+            if current != version:
+                return False
+            tmp = self._temp_for(full)
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, full)
+            return True
 
     def list_dir(self, path: str) -> list[FileInfo]:
         full = self.full_path(path)

@@ -1,0 +1,64 @@
+"""Where a table lives: a URI plus the options that open it, small enough to ship to Spark tasks.
+
+``StorageLocation`` is what travels inside a write spec to executors, which open their own
+:class:`~tidemark.storage.base.Storage` from it. It carries credentials (tasks need them) but never
+shows them: its ``repr`` and :meth:`redacted_options` mask every secret.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tidemark.storage.base import Storage
+
+# Option names whose values are secrets (compared lower-case, as substrings).
+_SECRET_MARKERS = ("secret", "password", "token", "access_key", "account_key", "sas", "credential")
+
+
+def is_secret_option(name: str) -> bool:
+    lowered = name.lower()
+    if lowered.endswith("access_key_id"):
+        return False  # a key id names the key; it is not the secret
+    return any(marker in lowered for marker in _SECRET_MARKERS)
+
+
+@dataclass(frozen=True)
+class StorageLocation:
+    """A table's base URI (``s3://bucket/prefix``, ``file:///...`` or a local path) and its options."""
+
+    uri: str
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def redacted_options(self) -> dict[str, str]:
+        return {k: ("***" if is_secret_option(k) else v) for k, v in self.options.items()}
+
+    def __repr__(self) -> str:
+        return f"StorageLocation(uri={self.uri!r}, options={self.redacted_options()!r})"
+
+    @property
+    def is_local(self) -> bool:
+        return "://" not in self.uri or self.uri.startswith("file://")
+
+    def open(self) -> Storage:
+        """The storage of this location."""
+        return open_storage(self.uri, self.options)
+
+
+def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
+    """Open the storage of a table at ``uri``.
+
+    Local paths and ``file://`` URIs give :class:`~tidemark.storage.local.LocalStorage`.
+    """
+    from tidemark.storage.local import LocalStorage
+
+    if uri.startswith("file://"):
+        return LocalStorage(uri[len("file://"):] or "/")
+    if "://" not in uri:
+        return LocalStorage(os.path.expanduser(uri))
+    from tidemark.errors import TidemarkError
+
+    raise TidemarkError(f"unsupported table URI {uri!r}: object stores are not supported yet")
