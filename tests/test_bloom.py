@@ -190,3 +190,22 @@ def test_the_filter_can_be_left_out_as_in_hudi(tmp_path: Path) -> None:
         assert FOOTER_KEY.encode() not in footer and TYPE_CODE_KEY.encode() not in footer
         assert MIN_KEY_KEY.encode() in footer and b"parquet.avro.schema" in footer
     assert sorted(table.read().column("id").to_pylist()) == sorted([*range(100), 500])
+
+
+@pytest.mark.parametrize(("count", "pieces"), [(500, 3), (59_999, 4), (60_001, 2), (250_000, 7)])
+def test_a_filter_built_in_pieces_equals_the_one_built_at_once(count: int, pieces: int) -> None:
+    """Files written in row groups hash their keys piece by piece; the bytes must not change
+    across the sizing boundary (60,000 keys) or the round-robin spill past 100,000 keys."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tidemark.format.bloom import BloomBuilder, footer_entries
+
+    keys = pc.cast(pa.array(np.random.default_rng(count).permutation(count * 3)[:count]), pa.string())
+    builder = BloomBuilder()
+    for part in np.array_split(np.arange(count), pieces):
+        builder.add(keys.take(pa.array(part)))
+    at_once = BloomFilter.build(keys, num_entries=footer_entries(count))
+    assert builder.build().serialize() == at_once.serialize()
+    assert at_once.might_contain(keys).all()

@@ -129,12 +129,19 @@ def _hash_chain(matrix: np.ndarray, hashes: int) -> np.ndarray:
 def _positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
     """Bit positions from hash values: Java's ``Math.abs(h % size)``, which is ``abs(h) % size``
     (the abs of Integer.MIN_VALUE is 2^31 as unsigned)."""
-    return np.remainder(np.abs(chain.view(np.int32)).view(np.uint32), np.uint32(vector_size))
-
-
-def _bit_positions(matrix: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
-    """(hashes, n) bit positions of keys of one byte length, as Hadoop's Murmur hash chain gives them."""
-    return _positions(_hash_chain(matrix, hashes), vector_size)
+    if vector_size >= 2**31:
+        return np.remainder(np.abs(chain.view(np.int32)).view(np.uint32), np.uint32(vector_size))
+    # numpy divides signed integers by a scalar with a multiply (libdivide), about four times
+    # faster than its unsigned remainder: abs, then x - (x // size) * size.
+    signed = np.abs(chain.view(np.int32))
+    minimum = signed < 0  # abs(Integer.MIN_VALUE) overflows and stays negative
+    size = np.int32(vector_size)
+    quotient = signed // size
+    quotient *= size
+    signed -= quotient
+    if minimum.any():
+        signed[minimum] = 2**31 % vector_size
+    return signed.view(np.uint32)
 
 
 @dataclass(frozen=True)
@@ -152,17 +159,89 @@ class HashedKeys:
         return cls(len(array), hashes, groups)
 
 
-def _row_of_each_key(count: int, keys_per_row: int, max_entries: int) -> tuple[np.ndarray, int, int]:
-    """Which row each key (in insertion order) lands in; the number of rows; the current-row count."""
-    fill_rows = max(1, -(-max_entries // keys_per_row))
-    order = np.arange(count, dtype=np.int64)
+def _fill_rows(keys_per_row: int, max_entries: int) -> int:
+    return max(1, -(-max_entries // keys_per_row))
+
+
+def _rows_of(order: np.ndarray, keys_per_row: int, max_entries: int) -> np.ndarray:
+    """The row each key lands in, from its place in insertion order."""
+    fill_rows = _fill_rows(keys_per_row, max_entries)
     rows = np.minimum(order // keys_per_row, fill_rows - 1)
     spill = order - fill_rows * keys_per_row  # keys past the bound go round-robin, the first one to row 0
     late = spill >= 0
-    rows[late] = np.where(spill[late] == 0, 0, (spill[late] - 1) % fill_rows)
-    used_rows = max(1, min(fill_rows, -(-count // keys_per_row)))
-    current = count - (used_rows - 1) * keys_per_row
-    return rows, used_rows, current
+    if late.any():
+        rows[late] = np.where(spill[late] == 0, 0, (spill[late] - 1) % fill_rows)
+    return rows
+
+
+def _used_rows(count: int, keys_per_row: int, max_entries: int) -> tuple[int, int]:
+    """The number of rows a filter of ``count`` keys has, and the keys counted in its current row."""
+    used_rows = max(1, min(_fill_rows(keys_per_row, max_entries), -(-count // keys_per_row)))
+    return used_rows, count - (used_rows - 1) * keys_per_row
+
+
+class BloomBuilder:
+    """Builds the filter of keys added in pieces, in insertion order, hashing each piece as it comes.
+
+    With ``num_entries=None`` the filter is sized as tidemark's footers are (:func:`footer_entries`
+    of the final key count); pieces are placed in the bit vectors as soon as the sizing is
+    certain (from 60,000 keys on, it no longer depends on the final count), so building a large
+    file's filter costs nothing at close. The result equals :meth:`BloomFilter.build` of all the
+    keys in the order added.
+    """
+
+    def __init__(
+        self, *, num_entries: int | None = None, fpp: float = DEFAULT_FPP, max_entries: int = DEFAULT_MAX_ENTRIES
+    ) -> None:
+        self._fixed_entries = num_entries
+        self._fpp = fpp
+        self._max_entries = max_entries
+        self._hashes = num_hashes(bit_size(num_entries or DEFAULT_NUM_ENTRIES, fpp), num_entries or DEFAULT_NUM_ENTRIES)
+        self._count = 0
+        self._pending: list[tuple[int, HashedKeys]] = []  # (offset, keys) not placed yet
+        self._bits: list[np.ndarray] = []
+        self._entries: int | None = num_entries
+
+    def add(self, keys: pa.Array | Sequence[str]) -> None:
+        hashed = HashedKeys.of(keys, self._hashes)
+        self._pending.append((self._count, hashed))
+        self._count += hashed.count
+        if self._entries is None and self._count >= DEFAULT_NUM_ENTRIES:
+            self._entries = footer_entries(self._count)  # final: more keys never change it
+        if self._entries is not None:
+            self._place_pending()
+
+    def _place_pending(self) -> None:
+        assert self._entries is not None
+        size = bit_size(self._entries, self._fpp)
+        for offset, hashed in self._pending:
+            for positions, chain in hashed.groups:
+                where = _positions(chain, size)
+                rows = _rows_of(positions + offset, self._entries, self._max_entries)
+                top = int(rows.max()) if len(rows) else -1
+                while len(self._bits) <= top:
+                    self._bits.append(np.zeros(size, dtype=bool))
+                if top == int(rows.min()):
+                    self._bits[top][where.ravel()] = True
+                    continue
+                for row in range(top + 1):
+                    mine = rows == row
+                    if mine.any():
+                        self._bits[row][where[:, mine].ravel()] = True
+        self._pending.clear()
+
+    def build(self) -> BloomFilter:
+        if self._entries is None:
+            self._entries = self._fixed_entries or footer_entries(self._count)
+        self._place_pending()
+        size = bit_size(self._entries, self._fpp)
+        used_rows, current = _used_rows(self._count, self._entries, self._max_entries)
+        while len(self._bits) < used_rows:
+            self._bits.append(np.zeros(size, dtype=bool))
+        hashes = num_hashes(size, self._entries)
+        if hashes != self._hashes:  # pragma: no cover - the sizing keeps the count of hashes
+            raise AssertionError(f"hashed {self._hashes} times for a filter of {hashes} hashes")
+        return BloomFilter(size, hashes, self._entries, current, tuple(self._bits[:used_rows]))
 
 
 @dataclass(frozen=True)
@@ -185,21 +264,9 @@ class BloomFilter:
         max_entries: int = DEFAULT_MAX_ENTRIES,
     ) -> BloomFilter:
         """The filter Hudi builds when it adds ``keys`` in this order (same bytes when serialized)."""
-        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
-        size = bit_size(num_entries, fpp)
-        hashes = num_hashes(size, num_entries)
-        row_of, used_rows, current = _row_of_each_key(len(array), num_entries, max_entries)
-        bits = [np.zeros(size, dtype=bool) for _ in range(used_rows)]
-        for positions, matrix in _utf8_groups(array):
-            where = _bit_positions(matrix, hashes, size)
-            if used_rows == 1:
-                bits[0][where.ravel()] = True
-                continue
-            for row in range(used_rows):
-                mine = row_of[positions] == row
-                if mine.any():
-                    bits[row][where[:, mine].ravel()] = True
-        return cls(size, hashes, num_entries, current, tuple(bits))
+        builder = BloomBuilder(num_entries=num_entries, fpp=fpp, max_entries=max_entries)
+        builder.add(keys)
+        return builder.build()
 
     def might_contain(self, keys: pa.Array | Sequence[str] | HashedKeys) -> np.ndarray:
         """For each key, False when the file surely does not hold it, True when it may.
@@ -278,9 +345,12 @@ def footer_size(num_keys: int) -> int:
     return 4 * -(-raw // 3)
 
 
-def footer_metadata(record_keys: pa.Array, *, with_filter: bool = True) -> dict[str, str]:
+def footer_metadata(
+    record_keys: pa.Array, *, with_filter: bool = True, bloom: BloomBuilder | None = None
+) -> dict[str, str]:
     """The footer entries Hudi writes for a base file holding ``record_keys`` (in file order);
-    without ``with_filter`` only the key range (Hudi's ``hoodie.parquet.bloom.filter.enabled=false``)."""
+    without ``with_filter`` only the key range (Hudi's ``hoodie.parquet.bloom.filter.enabled=false``).
+    ``bloom``: a builder that was already given these keys, in this order."""
     if len(record_keys) == 0:
         return {}
     import pyarrow.compute as pc
@@ -288,6 +358,9 @@ def footer_metadata(record_keys: pa.Array, *, with_filter: bool = True) -> dict[
     bounds = pc.min_max(record_keys)
     footer = {MIN_KEY_KEY: bounds["min"].as_py(), MAX_KEY_KEY: bounds["max"].as_py()}
     if with_filter:
-        footer[FOOTER_KEY] = BloomFilter.build(record_keys, num_entries=footer_entries(len(record_keys))).serialize()
+        if bloom is None:
+            bloom = BloomBuilder()
+            bloom.add(record_keys)
+        footer[FOOTER_KEY] = bloom.build().serialize()
         footer[TYPE_CODE_KEY] = TYPE_CODE
     return footer

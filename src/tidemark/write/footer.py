@@ -10,12 +10,13 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 from __future__ import annotations
 
 import os
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from tidemark.format.bloom import footer_metadata
+from tidemark.format.bloom import BloomBuilder, footer_metadata
 from tidemark.format.names import RECORD_KEY
 from tidemark.format.schema import file_avro_schema_json
 from tidemark.write.spec import WriteSpec
@@ -25,12 +26,17 @@ WRITER_MODEL_KEY = "writer.model.name"
 
 
 def base_file_footer(
-    record_keys: pa.Array | pa.ChunkedArray, schema: pa.Schema, table_name: str, *, bloom_filter: bool = True
+    record_keys: pa.Array | pa.ChunkedArray,
+    schema: pa.Schema,
+    table_name: str,
+    *,
+    bloom_filter: bool = True,
+    bloom: BloomBuilder | None = None,
 ) -> dict[str, str]:
     """Footer entries for a base file of ``schema`` holding ``record_keys`` in file order
-    (``bloom_filter``: hoodie.parquet.bloom.filter.enabled)."""
+    (``bloom_filter``: hoodie.parquet.bloom.filter.enabled; ``bloom``: a builder already given the keys)."""
     keys = record_keys.combine_chunks() if isinstance(record_keys, pa.ChunkedArray) else record_keys
-    footer = footer_metadata(keys.cast(pa.string()), with_filter=bloom_filter)
+    footer = footer_metadata(keys.cast(pa.string()), with_filter=bloom_filter, bloom=bloom)
     try:
         footer[AVRO_SCHEMA_KEY] = file_avro_schema_json(schema, table_name)
         footer[WRITER_MODEL_KEY] = "avro"
@@ -45,27 +51,49 @@ def write_base_file(rows: pa.Table, full_path: str, spec: WriteSpec, **options: 
     The footer goes in as key-value metadata at close, not as schema metadata: pyarrow would
     also copy schema metadata into its own serialized schema, storing the filter twice.
     """
+    footer = FooterKeys(spec)
+    footer.add(rows)  # hashed on a thread of its own while the rows are encoded
     with pq.ParquetWriter(full_path, rows.schema, **options) as writer:
         writer.write_table(rows)
-        writer.add_key_value_metadata(FooterKeys(spec).footer(rows.schema, rows.column(RECORD_KEY)))
+        writer.add_key_value_metadata(footer.footer(rows.schema))
 
 
 class FooterKeys:
-    """Collects the record keys of a base file written in pieces, for its footer at close."""
+    """Collects the record keys of a base file written in pieces, for its footer at close.
+
+    The keys' bloom filter is built on a thread of its own as pieces arrive: numpy and
+    pyarrow release the GIL, so hashing overlaps with encoding the rows.
+    """
 
     def __init__(self, spec: WriteSpec) -> None:
         self.table_name = table_name_of(spec.base_path, spec.table_name)
         self.bloom_filter = spec.bloom_filter
         self._keys: list[pa.Array] = []
+        self._bloom = BloomBuilder() if spec.bloom_filter else None
+        self._hasher: ThreadPoolExecutor | None = None
+        self._hashing: list[Future[None]] = []
 
     def add(self, rows: pa.Table) -> None:
-        self._keys.extend(rows.column(RECORD_KEY).chunks)
+        chunks = rows.column(RECORD_KEY).chunks
+        self._keys.extend(chunks)
+        if self._bloom is None or not chunks:
+            return
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-bloom")
+        keys = pa.chunked_array(chunks, pa.string()).combine_chunks()
+        self._hashing.append(self._hasher.submit(self._bloom.add, keys))  # one thread: keys stay in order
 
-    def footer(self, schema: pa.Schema, keys: pa.ChunkedArray | None = None) -> dict[str, str]:
-        """The footer of a file of ``schema`` holding the keys added (or ``keys``)."""
-        if keys is None:
-            keys = pa.chunked_array(self._keys, pa.string())
-        return base_file_footer(keys, schema, self.table_name, bloom_filter=self.bloom_filter)
+    def footer(self, schema: pa.Schema) -> dict[str, str]:
+        """The footer of a file of ``schema`` holding the keys added."""
+        try:
+            for done in self._hashing:
+                done.result()
+        finally:
+            if self._hasher is not None:
+                self._hasher.shutdown(wait=True)
+                self._hasher = None
+        keys = pa.chunked_array(self._keys, pa.string())
+        return base_file_footer(keys, schema, self.table_name, bloom_filter=self.bloom_filter, bloom=self._bloom)
 
 
 def table_name_of(base_path: str, table_name: str = "") -> str:
