@@ -10,43 +10,31 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from tidemark.concurrency import writer_settings
 from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
+from tidemark.concurrency.settings_change import change_writer_settings
 from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import WriteConfig, resolve_write_config
-from tidemark.config.resolve import parse_option, validate_keys
+from tidemark.config.table_options import column_names, resolve_writer_options
 from tidemark.errors import (
     ClusteringAbortedError,
     ClusteringConflictError,
     ConfigError,
-    CorruptPropertiesError,
     InvalidInputError,
-    TableExistsError,
-    TableNotFoundError,
     TidemarkError,
     WriterAliveError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
-from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
-from tidemark.format.partition_path import URL_ENCODE_KEY
-from tidemark.format.properties import (
-    COPY_ON_WRITE,
-    MERGE_ON_READ,
-    PROPERTIES_PATH,
-    TableConfig,
-    check_fields_exist,
-    format_properties,
-    load_properties,
-)
-from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro, avro_schema_json
+from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TableConfig, check_fields_exist
+from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro
+from tidemark.read.changes import IncrementalResult
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
 from tidemark.services.archive import ArchiveResult, archive
 from tidemark.services.clean import (
@@ -57,10 +45,13 @@ from tidemark.services.clean import (
     schedule_clean,
     superseded_base_file,
 )
+from tidemark.services.cluster import ClusteringResult
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
 from tidemark.services.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
-from tidemark.storage import LocalStorage, Storage
+from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline
+from tidemark.write.result import CommitResult
+from tidemark.write.table_setup import create_table, open_table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -75,74 +66,7 @@ log = logging.getLogger(__name__)
 # the clustered table (ingestion is never failed by clustering); this bounds the reruns.
 CLUSTERING_RERUNS = 5
 
-
-@dataclass(frozen=True)
-class CommitResult:
-    """What one write published."""
-
-    instant_time: str
-    completion_time: str
-    operation: str
-    num_inserts: int
-    num_updates: int
-    num_deletes: int
-    file_groups: tuple[str, ...]  # file ids written
-    partitions: tuple[str, ...]
-    num_files: int
-    bytes_written: int
-    attempts: int = 1  # > 1 when the write was retried after a conflict
-
-
-@dataclass(frozen=True)
-class ClusteringResult:
-    """What one clustering did; ``instant_time`` is None when there was nothing to cluster."""
-
-    instant_time: str | None
-    completion_time: str | None
-    groups: int  # clustering groups rewritten
-    file_groups_replaced: int
-    files_before: int  # base files read
-    files_after: int  # base files written
-    bytes_before: int
-    bytes_after: int
-    partitions: tuple[str, ...]
-    sort_columns: tuple[str, ...]
-    rolled_back: tuple[str, ...] = ()  # dead clusterings rolled back first (their instants)
-
-    @property
-    def clustered(self) -> bool:
-        return self.instant_time is not None
-
-
-@dataclass(frozen=True)
-class IncrementalResult:
-    """Rows of an incremental read, and the checkpoint to pass as ``start`` next time.
-
-    ``deletes`` holds the records the same commits deleted: their last stored values,
-    ``_hoodie_commit_time`` of the deleting commit, and ``_hoodie_operation`` = ``delete``.
-    Apply ``rows`` and ``deletes`` in ``_hoodie_commit_time`` order to keep a mirror exact.
-    """
-
-    rows: Any  # a Spark DataFrame, or a pyarrow Table with spark=None
-    checkpoint: str | None
-    instants: tuple[Instant, ...]
-    find_deletes: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
-
-    @functools.cached_property
-    def deletes(self) -> Any:
-        """The deleted records (same kind as ``rows``), found on first use: a consumer that never
-        asks pays nothing for them."""
-        return self.find_deletes() if self.find_deletes is not None else None
-
-
-def _names(value: str | Sequence[str] | None, what: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    items = (value,) if isinstance(value, str) else tuple(value)
-    for item in items:
-        if not isinstance(item, str) or not item.strip():
-            raise ConfigError(f"{what} must be column names, got {value!r}")
-    return tuple(i.strip() for i in items)
+__all__ = ["ClusteringResult", "CommitResult", "IncrementalResult", "Table"]
 
 
 def _spark_to_arrow(schema: Any) -> pa.Schema | None:
@@ -201,86 +125,19 @@ class Table:
         ConfigError for bad names or options. ``schema`` (pyarrow, Spark
         StructType or DDL) is optional: without it the first write sets it.
         """
-        keys = _names(record_key, "record_key")
-        if not keys:
-            raise ConfigError("record_key needs at least one column name")
-        partitions = _names(partition_by, "partition_by")
-        ordering = _names(ordering_field, "ordering_field")
-        table_type = str(table_type).upper()
-        if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
-            raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
-        raw = validate_keys(options or {})
-        write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
-        storage = LocalStorage(path)
-        if storage.exists(PROPERTIES_PATH):
-            raise TableExistsError(path, "a table already exists there; use Table.open")
-        if storage.exists("") and not os.path.isdir(storage.base_path):
-            raise TableExistsError(path, "it is a file")
-        if storage.exists("") and not storage.is_empty_dir(""):
-            raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
-        arrow_schema = _spark_to_arrow(schema)
-        name = raw.get("hoodie.table.name") or os.path.basename(storage.base_path.rstrip("/")) or "table"
-        merge = _merge_settings(raw, ordering)
-        ordering = merge.ordering_fields
-        if arrow_schema is not None:
-            for role, cols in (("record key", keys), ("partition", partitions), ("ordering", ordering)):
-                absent = [c for c in cols if c not in arrow_schema.names]
-                if absent:
-                    raise ConfigError(f"the schema lacks the {role} column(s) {absent}")
-            merge.check_schema(arrow_schema, key_fields=keys, partition_fields=partitions)
-            from tidemark.write.validate import check_key_types, check_storable, storable_schema
-
-            arrow_schema = storable_schema(arrow_schema)
-            check_key_types(arrow_schema, keys, partitions)
-            check_storable(arrow_schema)
-        config = TableConfig(
-            name=name,
-            table_type=table_type,
-            record_key_fields=keys,
-            partition_fields=partitions,
-            ordering_fields=ordering,
-            hive_style_partitioning=parse_option("hoodie.datasource.write.hive_style_partitioning", raw),
-            partition_url_encode=parse_option(URL_ENCODE_KEY, raw),
-            create_schema=avro_schema_json(arrow_schema, name) if arrow_schema is not None else None,
-            database=parse_option("hoodie.database.name", raw),
-            **_merge_fields(raw, merge),
-            **_index_fields(raw, keys),
+        opened = create_table(
+            path, record_key=record_key, partition_by=partition_by, ordering_field=ordering_field,
+            table_type=table_type, options=options, schema=schema, to_arrow=_spark_to_arrow,
         )
-        _check_concurrency_mode(write_config, config)
-        # A table created for several writers records their settings at once (see set_concurrency).
-        settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
-        config = replace(config, extra={**config.extra, **settings.to_properties()})
-        for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
-            os.makedirs(storage.full_path(folder), exist_ok=True)
-        # hoodie.properties last: until it exists the folder is not a table.
-        storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
-        table = cls(storage, config, spark=spark, write_config=write_config)
-        table._schema = arrow_schema
+        table = cls(opened.storage, opened.config, spark=spark, write_config=opened.write_config)
+        table._schema = opened.schema
         return table
 
     @classmethod
     def open(cls, path: str, *, spark: SparkSession | None, options: Mapping[str, Any] | None = None) -> Table:
         """Open the table at ``path``. Raises TableNotFoundError if there is none."""
-        write_config = resolve_write_config(
-            {k: v for k, v in validate_keys(options or {}).items() if k not in _TABLE_KEYS}
-        )
-        storage = LocalStorage(path)
-        props = load_properties(storage.read_bytes)
-        if props is None:
-            detail = "the path does not exist" if not storage.exists("") else f"{PROPERTIES_PATH} is missing"
-            raise TableNotFoundError(path, detail)
-        config = TableConfig.from_properties(props)
-        if config.create_schema:
-            try:
-                create_schema = arrow_schema_from_avro(config.create_schema)
-            except (ValueError, KeyError, TypeError) as exc:
-                raise CorruptPropertiesError(
-                    PROPERTIES_PATH, f"hoodie.table.create.schema is not an Avro record schema ({exc})"
-                ) from None
-            _check_key_fields(config, create_schema, "hoodie.table.create.schema")
-        _check_table_options(validate_keys(options or {}), props)
-        _check_concurrency_mode(write_config, config)
-        return cls(storage, config, spark=spark, write_config=write_config)
+        opened = open_table(path, options)
+        return cls(opened.storage, opened.config, spark=spark, write_config=opened.write_config)
 
     # -- facts --------------------------------------------------------------------------
     @property
@@ -298,7 +155,7 @@ class Table:
         schema_json = Timeline.load(self.storage).latest_schema_json()
         if schema_json:
             schema = arrow_schema_from_avro(schema_json)
-            _check_key_fields(self.config, schema, "the schema of the latest commit")
+            check_fields_exist(self.config, schema.names, schema_source="the schema of the latest commit")
             return schema
         if self.config.create_schema:
             return arrow_schema_from_avro(self.config.create_schema)
@@ -360,51 +217,8 @@ class Table:
         within the heartbeat expiry): stop the writers first. With old settings ``in_process``,
         InProcessLockError if another process uses that lock. Returns the new settings.
         """
-        from tidemark.concurrency.transaction import TableLock
-        from tidemark.config.resolve import resolve_write_config as resolve
-
-        config = self.write_config if options is None else resolve(
-            {k: v for k, v in validate_keys(options).items() if k not in _TABLE_KEYS}
-        )
-        new = WriterSettings.of(config.concurrency_mode, config.lock, self.path)
-        with writer_settings.properties_mutex(self.storage):
-            old = writer_settings.table_settings(self.storage)
-            if old == new:
-                return new
-            lock = TableLock(old.lock_settings(self.write_config.lock), self.path) if old is not None else None
-            try:
-                with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
-                    self._refuse_if_writes_alive(old, new)
-                    writer_settings.write_settings(self.storage, new)
-            finally:
-                if lock is not None:
-                    lock.close()
-        return new
-
-    def _refuse_if_writes_alive(self, old: WriterSettings | None, new: WriterSettings) -> None:
-        from tidemark.concurrency.heartbeat import HeartbeatPolicy
-        from tidemark.errors import WriterSettingsError
-        from tidemark.timeline.instant_time import parse_instant_time
-
-        policy = HeartbeatPolicy(self.write_config.heartbeat_interval_ms, self.write_config.heartbeat_tolerable_misses)
-        alive = [
-            i.requested_time
-            for i in Timeline.load(self.storage).pending
-            if i.action.writes_data and not policy.is_expired(
-                self.storage, i.requested_time,
-                requested_ms=int(parse_instant_time(i.requested_time).timestamp() * 1000),
-            )
-        ]
-        if alive:
-            recorded = old.options() if old is not None else {}
-            raise WriterSettingsError(
-                f"cannot change the writer settings of {self.path} while writes are running: pending "
-                f"write(s) {alive[:5]} are alive (heartbeat, or requested less than {policy.expiry_ms} ms ago). "
-                "Stop every writer, wait for the expiry (or roll failed writes back with `tidemark clean`), "
-                "and call it again. Nothing was changed.",
-                recorded=recorded,
-                given=new.options(),
-            )
+        wanted = self.write_config if options is None else resolve_write_config(resolve_writer_options(options))
+        return change_writer_settings(self.storage, self.write_config, wanted)
 
     def _pipeline_factory(self) -> Any:
         from tidemark.write.engine import TableLayout
@@ -439,7 +253,7 @@ class Table:
         return write_session(self.spark)
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
-        from tidemark.write.client import WriteClient, counts
+        from tidemark.write.client import WriteClient
 
         self._check_writer(record=True)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
@@ -482,22 +296,7 @@ class Table:
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
             self._compact_inline()
         self._run_inline_services()
-        stats = outcome.stats
-        inserts, updates, deletes = counts(stats)
-        instant = outcome.instant
-        result = CommitResult(
-            instant_time=instant.requested_time,
-            completion_time=instant.completion_time or "",
-            operation=outcome.operation,
-            num_inserts=inserts,
-            num_updates=updates,
-            num_deletes=deletes,
-            file_groups=tuple(sorted({s.file_id for s in stats})),
-            partitions=tuple(sorted({s.partition_path for s in stats})),
-            num_files=len(stats),
-            bytes_written=sum(s.file_size for s in stats),
-            attempts=outcome.attempts + reruns,
-        )
+        result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts + reruns)
         self._maybe_cluster_inline()
         return result
 
@@ -766,28 +565,10 @@ class Table:
 
             refuse_base_file_operation("cluster")
         if self.schema is None:  # nothing written yet: nothing to cluster (a scheduled service must not fail)
-            return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), _names(sort_by, "sort_by"))
+            return ClusteringResult.nothing(column_names(sort_by, "sort_by"))
         self._check_writer()
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
-        outcome = service.run(settings, progress)
-        rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
-        plan = outcome.plan
-        if outcome.instant is None or plan is None:
-            return ClusteringResult(None, None, 0, 0, 0, 0, 0, 0, (), settings.sort_columns, rolled_back)
-        stats = outcome.stats
-        return ClusteringResult(
-            instant_time=outcome.instant.requested_time,
-            completion_time=outcome.instant.completion_time,
-            groups=len(plan.groups),
-            file_groups_replaced=len(plan.file_groups()),
-            files_before=plan.num_input_files,
-            files_after=len(stats),
-            bytes_before=sum(g.input_bytes for g in plan.groups),
-            bytes_after=sum(s.file_size for s in stats),
-            partitions=tuple(sorted({g.partition_path for g in plan.groups})),
-            sort_columns=plan.sort_columns,
-            rolled_back=rolled_back,
-        )
+        return ClusteringResult.of(service.run(settings, progress), settings.sort_columns)
 
     def clustering_plan(
         self,
@@ -949,112 +730,8 @@ class Table:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"
 
 
-def _check_key_fields(config: TableConfig, schema: pa.Schema, source: str) -> None:
-    """hoodie.properties' key, partition and ordering fields must name columns of the schema."""
-    check_fields_exist(config, schema.names, schema_source=source)
-
-
 def _query_type(value: str) -> str:
     query = str(value).lower().replace("-", "_")
     if query not in ("snapshot", "read_optimized"):
         raise ConfigError(f"query_type must be snapshot or read_optimized, got {value!r}")
     return query
-
-
-_TABLE_KEYS = {
-    "hoodie.table.name", "hoodie.database.name", "hoodie.datasource.write.hive_style_partitioning", URL_ENCODE_KEY,
-}
-_MERGE_KEYS = (
-    "hoodie.record.merge.mode",
-    "hoodie.table.partial.update.mode",
-    "hoodie.record.merge.column.groups",
-    "hoodie.write.record.merge.custom.implementation.classes",
-)
-_INDEX_KEYS = ("hoodie.index.type", "hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field")
-_TABLE_KEYS |= {*_MERGE_KEYS, *_INDEX_KEYS}
-
-
-def _merge_settings(raw: Mapping[str, str], ordering: tuple[str, ...]) -> Any:
-    from tidemark.merge import MergeConfig
-
-    return MergeConfig.build(
-        mode=parse_option("hoodie.record.merge.mode", raw),
-        ordering_fields=ordering,
-        partial_update_mode=parse_option("hoodie.table.partial.update.mode", raw),
-        column_groups=parse_option("hoodie.record.merge.column.groups", raw),
-        custom_class=parse_option("hoodie.write.record.merge.custom.implementation.classes", raw),
-    )
-
-
-def _merge_fields(raw: Mapping[str, str], merge: Any) -> dict[str, Any]:
-    from tidemark.merge.config import format_column_groups
-
-    return {
-        "record_merge_mode": merge.mode,
-        "partial_update_mode": "IGNORE_DEFAULTS" if merge.partial_update else None,
-        "merge_column_groups": format_column_groups(merge.column_groups) if merge.column_groups else None,
-        "custom_merger_class": merge.custom_class,
-    }
-
-
-def _index_fields(raw: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, Any]:
-    from tidemark.write.bucket import BucketSpec
-
-    index_type = parse_option("hoodie.index.type", raw)
-    if index_type != "BUCKET":
-        for key in ("hoodie.bucket.index.num.buckets", "hoodie.bucket.index.hash.field"):
-            if key in raw:
-                raise ConfigError(f"{key} needs hoodie.index.type=BUCKET", key=key)
-        return {"index_type": index_type}
-    hash_fields = _names(parse_option("hoodie.bucket.index.hash.field", raw), "hoodie.bucket.index.hash.field")
-    if len(hash_fields) == 1 and "," in hash_fields[0]:
-        hash_fields = tuple(f.strip() for f in hash_fields[0].split(",") if f.strip())
-    spec = BucketSpec(parse_option("hoodie.bucket.index.num.buckets", raw), hash_fields or keys, keys)
-    return {"index_type": "BUCKET", "bucket_num_buckets": spec.num_buckets, "bucket_hash_fields": spec.hash_fields}
-
-
-def _check_concurrency_mode(write_config: WriteConfig, config: TableConfig) -> None:
-    """Non-blocking concurrency control needs a merge-on-read table with a bucket index: only
-    there can every writer append to a file group fixed by the key, without reading or
-    replacing another writer's files."""
-    if not write_config.non_blocking:
-        return
-    missing = []
-    if config.table_type != MERGE_ON_READ:
-        missing.append(f"table_type=MERGE_ON_READ (this table is {config.table_type})")
-    if not config.bucket_index:
-        missing.append("hoodie.index.type=BUCKET with hoodie.bucket.index.num.buckets")
-    if missing:
-        raise ConfigError(
-            "hoodie.write.concurrency.mode=non_blocking_concurrency_control needs " + " and ".join(missing)
-            + "; use optimistic_concurrency_control for other tables",
-            key="hoodie.write.concurrency.mode",
-        )
-
-
-def _check_table_options(raw: Mapping[str, str], props: Mapping[str, str]) -> None:
-    """Table-scope options given to open() must agree with hoodie.properties: they cannot change."""
-    if URL_ENCODE_KEY in raw:
-        stored_encode = props.get(URL_ENCODE_KEY, "false").strip().lower() == "true"
-        if parse_option(URL_ENCODE_KEY, raw) != stored_encode:
-            raise ConfigError(
-                f"{URL_ENCODE_KEY} is fixed when a table is created (it decides how partition folders are "
-                f"named): this table has {str(stored_encode).lower()!r}, the options give {raw[URL_ENCODE_KEY]!r}",
-                key=URL_ENCODE_KEY,
-            )
-    for key in (*_MERGE_KEYS, *_INDEX_KEYS):
-        if key not in raw:
-            continue
-        given = parse_option(key, raw)
-        stored_raw = props.get(key)
-        if stored_raw is None and key in ("hoodie.index.type",):
-            stored_raw = "SIMPLE"
-        stored = parse_option(key, {key: stored_raw}) if stored_raw is not None else None
-        if key == "hoodie.bucket.index.hash.field" and given is not None and stored is not None:
-            given, stored = given.replace(" ", ""), stored.replace(" ", "")
-        if given != stored:
-            raise ConfigError(
-                f"{key} is fixed when a table is created: this table has {stored_raw!r}, the options "
-                f"give {raw[key]!r}; it cannot change on an existing table",
-                key=key,
-            )

@@ -180,6 +180,52 @@ class ClusteringOutcome:
     rolled_back: tuple[RollbackResult, ...] = ()  # dead clusterings rolled back first
 
 
+@dataclass(frozen=True)
+class ClusteringResult:
+    """What one clustering did; ``instant_time`` is None when there was nothing to cluster."""
+
+    instant_time: str | None
+    completion_time: str | None
+    groups: int  # clustering groups rewritten
+    file_groups_replaced: int
+    files_before: int  # base files read
+    files_after: int  # base files written
+    bytes_before: int
+    bytes_after: int
+    partitions: tuple[str, ...]
+    sort_columns: tuple[str, ...]
+    rolled_back: tuple[str, ...] = ()  # dead clusterings rolled back first (their instants)
+
+    @property
+    def clustered(self) -> bool:
+        return self.instant_time is not None
+
+    @classmethod
+    def nothing(cls, sort_columns: tuple[str, ...], rolled_back: tuple[str, ...] = ()) -> ClusteringResult:
+        return cls(None, None, 0, 0, 0, 0, 0, 0, (), sort_columns, rolled_back)
+
+    @classmethod
+    def of(cls, outcome: ClusteringOutcome, sort_columns: tuple[str, ...]) -> ClusteringResult:
+        rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
+        plan = outcome.plan
+        if outcome.instant is None or plan is None:
+            return cls.nothing(sort_columns, rolled_back)
+        stats = outcome.stats
+        return cls(
+            instant_time=outcome.instant.requested_time,
+            completion_time=outcome.instant.completion_time,
+            groups=len(plan.groups),
+            file_groups_replaced=len(plan.file_groups()),
+            files_before=plan.num_input_files,
+            files_after=len(stats),
+            bytes_before=sum(g.input_bytes for g in plan.groups),
+            bytes_after=sum(s.file_size for s in stats),
+            partitions=tuple(sorted({g.partition_path for g in plan.groups})),
+            sort_columns=plan.sort_columns,
+            rolled_back=rolled_back,
+        )
+
+
 class ClusteringExecutor:
     """What an engine provides: rewrite the groups, calling ``on_progress`` as they finish."""
 
