@@ -7,7 +7,6 @@ before anything is written; readers only ever see completed instants.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
@@ -56,6 +55,7 @@ from tidemark.write.table_setup import create_table, open_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from tidemark.engines.base import Engine, PipelineFactory
     from tidemark.merge import RecordMerger
     from tidemark.services.cluster import ClusteringProgress
     from tidemark.services.compaction import CompactionResult
@@ -100,10 +100,7 @@ class Table:
         self.write_config = write_config
         self._schema: pa.Schema | None = None
         self._commit_protocol: Any = None
-        if spark is not None:
-            from tidemark.engines.spark import register
-
-            register(spark)
+        self.engine: Engine = _engine_for(spark)  # chosen once: Table never asks which it is
 
     # -- create / open ------------------------------------------------------------------
     @classmethod
@@ -220,37 +217,16 @@ class Table:
         wanted = self.write_config if options is None else resolve_write_config(resolve_writer_options(options))
         return change_writer_settings(self.storage, self.write_config, wanted)
 
-    def _pipeline_factory(self) -> Any:
+    def _pipeline_factory(self) -> PipelineFactory:
+        from tidemark.merge import MergeConfig
+        from tidemark.write.client import bucket_spec
         from tidemark.write.engine import TableLayout
 
         cfg = self.config
-        from tidemark.merge import MergeConfig
-        from tidemark.write.client import bucket_spec
-
         layout = TableLayout(cfg.record_key_fields, cfg.partition_fields, cfg.ordering_fields,
                              cfg.hive_style_partitioning, merge=MergeConfig.of_table(cfg), bucket=bucket_spec(cfg),
                              url_encode=cfg.partition_url_encode)
-        if self.spark is None:
-            from tidemark.engines.arrow.writer import ArrowWritePipeline
-
-            return lambda spec, schema, operation: ArrowWritePipeline(layout, spec, schema)
-        from tidemark.engines.spark.writer import SparkWritePipeline
-
-        spark, wc = self.spark, self.write_config
-
-        def make(spec: Any, schema: pa.Schema, operation: str) -> Any:
-            parallelism = wc.bulk_insert_parallelism if operation == "bulk_insert" else wc.upsert_parallelism
-            return SparkWritePipeline(spark, layout, spec, schema, parallelism=parallelism, operation=operation)
-
-        return make
-
-    def _engine_session(self) -> contextlib.AbstractContextManager[None]:
-        """The engine's settings for the span of one write (Spark: Arrow batches capped by rows only)."""
-        if self.spark is None:
-            return contextlib.nullcontext()
-        from tidemark.engines.spark.session import write_session
-
-        return write_session(self.spark)
+        return self.engine.pipelines(layout, self.write_config)
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
@@ -262,7 +238,7 @@ class Table:
         lost = 0
         while True:
             try:
-                with self._engine_session():
+                with self.engine.write_session():
                     if partition_paths is None:
                         outcome = client.write(operation, data, self.schema)
                     else:
@@ -398,14 +374,8 @@ class Table:
         # Built once here, shipped to the tasks; only merge-on-read slices with logs need one.
         merger = self.merger() if plan.merges else None
         deletes_ordered_by = delete_ordering_field(self.config.ordering_fields)
-        if self.spark is None:
-            from tidemark.engines.arrow.reader import read_plan as arrow_read
-
-            return arrow_read(self.storage, plan, self.schema, merger=merger, delete_ordering_field=deletes_ordered_by)
-        from tidemark.engines.spark.reader import read_plan as spark_read
-
-        return spark_read(
-            self.spark, self.storage, plan, self.schema, merger=merger, delete_ordering_field=deletes_ordered_by
+        return self.engine.read(
+            self.storage, plan, self.schema, merger=merger, delete_ordering_field=deletes_ordered_by
         )
 
     def read(
@@ -454,11 +424,7 @@ class Table:
             self.storage, timeline, instants, merger=self.merger(), schema=schema,
             delete_ordering_field=delete_ordering_field(self.config.ordering_fields),
         ) if self.schema is not None else schema.append(pa.field(OPERATION_COLUMN, pa.string())).empty_table()
-        if self.spark is None:
-            return deleted
-        from tidemark.engines.spark.reader import arrow_to_spark
-
-        return arrow_to_spark(self.spark, deleted)
+        return self.engine.frame(deleted)
 
     # -- maintenance --------------------------------------------------------------------
     def _compact_inline(self) -> None:
@@ -503,15 +469,11 @@ class Table:
         try:
             schema = self.schema or pa.schema([])
             cfg = self.config
-            run_slices = None
-            if self.spark is not None:  # one Spark task per slice; else one after the other here
-                pipeline = self._pipeline_factory()(None, schema, "upsert")
-                run_slices = pipeline.compact_slices
             stats = compaction.execute(
                 self.storage, plan, user_schema=schema, ordering_fields=cfg.ordering_fields,
                 merger=self.merger(),
                 compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
-                run_slices=run_slices, bloom_filter=self.write_config.bloom_filter,
+                run_slices=self.engine.slice_runner(), bloom_filter=self.write_config.bloom_filter,
             )
             with protocol.lock.hold("complete a compaction"):
                 instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)
@@ -591,7 +553,7 @@ class Table:
         small_file_limit: int | None,
         max_groups: int | None,
     ) -> tuple[Any, Any]:
-        from tidemark.services.cluster import ArrowExecutor, ClusteringService, SparkExecutor, clustering_config
+        from tidemark.services.cluster import ClusteringService, clustering_config
 
         schema = self.schema
         if schema is None:
@@ -600,9 +562,8 @@ class Table:
             self.write_config.clustering, sort_by=sort_by, target_file_size=target_file_size,
             small_file_limit=small_file_limit, max_groups=max_groups, schema=schema,
         )
-        executor = ArrowExecutor() if self.spark is None else SparkExecutor(self.spark)
         service = ClusteringService(self.storage, self.write_config, self._protocol(), schema=schema,
-                                    table_name=self.config.name, executor=executor)
+                                    table_name=self.config.name, executor=self.engine.clustering_executor())
         return service, settings
 
     def rollback_failed_writes(self, *, force: bool = False) -> list[RollbackResult]:
@@ -728,6 +689,17 @@ class Table:
 
     def __repr__(self) -> str:
         return f"Table({self.path!r}, type={self.config.table_type}, key={list(self.config.record_key_fields)})"
+
+
+def _engine_for(spark: SparkSession | None) -> Engine:
+    """The engine of a table opened with ``spark`` (the one place that asks)."""
+    if spark is None:
+        from tidemark.engines.arrow.engine import ArrowEngine
+
+        return ArrowEngine()
+    from tidemark.engines.spark.engine import SparkEngine
+
+    return SparkEngine(spark)
 
 
 def _query_type(value: str) -> str:

@@ -235,42 +235,6 @@ class ClusteringExecutor:
         raise NotImplementedError
 
 
-class ArrowExecutor(ClusteringExecutor):
-    def run(
-        self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
-    ) -> list[WriteStat]:
-        from tidemark.engines.arrow.cluster import ArrowClusteringExecutor
-
-        written: list[WriteStat] = []
-
-        def group_done(index: int, stats: Sequence[WriteStat]) -> None:
-            written.extend(stats)
-            if on_progress is not None:
-                on_progress(ClusteringProgress(index + 1, len(groups), len(written),
-                                               sum(s.file_size for s in written)))
-
-        return ArrowClusteringExecutor().rewrite(spec, groups, group_done)
-
-
-class SparkExecutor(ClusteringExecutor):
-    def __init__(self, spark: object) -> None:
-        self.spark = spark
-
-    def run(
-        self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
-    ) -> list[WriteStat]:
-        from tidemark.engines.spark.cluster import SparkClusteringExecutor
-
-        def tasks_done(done: int, total: int) -> None:
-            if on_progress is not None:
-                on_progress(ClusteringProgress(done, total))
-
-        stats = SparkClusteringExecutor(self.spark).rewrite(spec, groups, tasks_done)
-        if on_progress is not None:
-            on_progress(ClusteringProgress(len(groups), len(groups), len(stats), sum(s.file_size for s in stats)))
-        return stats
-
-
 # -- the service ----------------------------------------------------------------------------
 class ClusteringService:
     """Schedules, executes and commits clusterings of one table (see the module docstring)."""

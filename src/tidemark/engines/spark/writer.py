@@ -46,7 +46,7 @@ from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, RecordMerger
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group
@@ -568,13 +568,6 @@ class SparkWritePipeline:
             tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
             grouped = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN).groupBy(PARTITION_PATH, FILE_ID_COLUMN)
         return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL))
-
-    def compact_slices(self, spec: WriteSpec, merger: RecordMerger, operations: Sequence[Any]) -> list[WriteStat]:
-        """Compaction: one Spark task per planned file slice (:mod:`.compaction`)."""
-        from tidemark.engines.spark.compaction import compact_slices
-
-        self.spec = spec
-        return compact_slices(self.spark, spec, merger, operations)
 
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
         """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
