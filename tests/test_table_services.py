@@ -26,7 +26,7 @@ from tidemark.config import resolve_write_config
 from tidemark.config.resolve import CleanConfig, CleanPolicy
 from tidemark.errors import BaseFileGoneError
 from tidemark.format.commit_metadata import WriteStat, read_avro
-from tidemark.services.clean import plan_clean, schedule_clean, superseded_base_file
+from tidemark.recovery.clean import plan_clean, schedule_clean, superseded_base_file
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest

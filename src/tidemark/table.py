@@ -35,8 +35,7 @@ from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
 from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro
 from tidemark.read.changes import IncrementalResult
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
-from tidemark.services.archive import ArchiveResult, archive
-from tidemark.services.clean import (
+from tidemark.recovery.clean import (
     CleanResult,
     commits_since_last_clean,
     execute_clean,
@@ -44,9 +43,10 @@ from tidemark.services.clean import (
     schedule_clean,
     superseded_base_file,
 )
+from tidemark.recovery.rollback import RollbackResult, find_instant, rollback
+from tidemark.recovery.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
+from tidemark.services.archive import ArchiveResult, archive
 from tidemark.services.cluster import ClusteringResult
-from tidemark.services.rollback import RollbackResult, find_instant, rollback
-from tidemark.services.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.write.result import CommitResult

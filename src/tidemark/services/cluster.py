@@ -51,7 +51,7 @@ from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_na
 from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
-from tidemark.services.rollback import RollbackResult, rollback
+from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time

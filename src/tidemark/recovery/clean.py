@@ -42,7 +42,7 @@ from tidemark.errors import BaseFileGoneError, CorruptInstantError, RolledBackCo
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
-from tidemark.services.rollback import RollbackResult
+from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import format_instant_time, parse_instant_time
@@ -364,7 +364,7 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
         inflight = instant_file_name(plan.instant_time, Action.CLEAN, State.INFLIGHT)
         storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", plan.to_avro())
         # After the inflight file exists, so a savepoint taken from now on waits for this
-        # clean, and one taken before is seen here (see services/savepoint.py).
+        # clean, and one taken before is seen here (see recovery/savepoint.py).
         timeline = Timeline.load(storage)
         saved = savepointed_files(storage, timeline)
         partitions: dict[str, dict[str, list[str]]] = {}
