@@ -252,3 +252,12 @@ def test_the_checks_catch_a_cycle_and_an_upward_import(tmp_path: Path) -> None:
     assert _cycles(pairs) == [["tidemark.write.a", "tidemark.write.b"]]
     rank = {node: n for n, node in enumerate(LAYERS)}
     assert rank[node_of("tidemark.write.a")] > rank[node_of("tidemark.format.names")]
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    """One module, one idea: a module that grows past this is split along its ideas."""
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them along their ideas): {long}"

@@ -10,24 +10,21 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from tidemark.concurrency import writer_settings
-from tidemark.concurrency.heartbeat import last_heartbeat_ms, now_ms
 from tidemark.concurrency.settings_change import change_writer_settings
 from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.table_options import column_names, resolve_writer_options
+from tidemark.engines.spark import arrow_schema_of_any
 from tidemark.errors import (
     ClusteringAbortedError,
-    ClusteringConflictError,
     ConfigError,
     InvalidInputError,
     TidemarkError,
-    WriterAliveError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
@@ -38,15 +35,13 @@ from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prun
 from tidemark.recovery.clean import (
     CleanResult,
     commits_since_last_clean,
-    execute_clean,
-    needs_cleaning,
-    schedule_clean,
-    superseded_base_file,
 )
-from tidemark.recovery.rollback import RollbackResult, find_instant, rollback
-from tidemark.recovery.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
-from tidemark.services.archive import ArchiveResult, archive
+from tidemark.recovery.rollback import RollbackResult
+from tidemark.recovery.savepoint import RestoreResult, SavepointResult
+from tidemark.services import timeline_ops
+from tidemark.services.archive import ArchiveResult
 from tidemark.services.cluster import ClusteringResult
+from tidemark.services.runner import run_service
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.write.result import CommitResult
@@ -62,25 +57,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# A write that lost to a clustering which completed while it was being planned runs again on
-# the clustered table (ingestion is never failed by clustering); this bounds the reruns.
-CLUSTERING_RERUNS = 5
 
 __all__ = ["ClusteringResult", "CommitResult", "IncrementalResult", "Table"]
-
-
-def _spark_to_arrow(schema: Any) -> pa.Schema | None:
-    if schema is None or isinstance(schema, pa.Schema):
-        return schema
-    from tidemark.engines.spark import require_pyspark
-
-    require_pyspark("a schema given as a Spark type or DDL string")
-    from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import StructType
-
-    if isinstance(schema, str):
-        schema = StructType.fromDDL(schema)
-    return to_arrow_schema(schema, timezone="UTC")
 
 
 class Table:
@@ -124,7 +102,7 @@ class Table:
         """
         opened = create_table(
             path, record_key=record_key, partition_by=partition_by, ordering_field=ordering_field,
-            table_type=table_type, options=options, schema=schema, to_arrow=_spark_to_arrow,
+            table_type=table_type, options=options, schema=schema, to_arrow=arrow_schema_of_any,
         )
         table = cls(opened.storage, opened.config, spark=spark, write_config=opened.write_config)
         table._schema = opened.schema
@@ -229,44 +207,21 @@ class Table:
         return self.engine.pipelines(layout, self.write_config)
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
-        from tidemark.write.client import WriteClient
+        from tidemark.write.client import WriteClient, WriteOutcome
+        from tidemark.write.reruns import write_with_reruns
 
         self._check_writer(record=True)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
-        reruns = 0
-        lost = 0
-        while True:
-            try:
-                with self.engine.write_session():
-                    if partition_paths is None:
-                        outcome = client.write(operation, data, self.schema)
-                    else:
-                        outcome = client.delete_partitions(partition_paths, self.schema)
-                break
-            except ClusteringConflictError as conflict:
-                # A clustering completed after this write planned and replaced a file group it
-                # updated. Ingestion wins: run the write again on the clustered table.
-                if conflict.rejected or reruns >= CLUSTERING_RERUNS:
-                    raise
-                reruns += 1
-                log.info("write lost to clustering %s; running it again", conflict.clustering_instant)
-            except TidemarkError:
-                raise
-            except Exception as missing:  # FileNotFoundError, or a Spark job's error naming the file
-                gone = superseded_base_file(self.storage, missing)
-                if gone is None:
-                    raise
-                # The base file this write merged against was replaced by a concurrent commit
-                # and then cleaned: a write-write conflict the commit check would also have
-                # found, so it is reported, and retried, as one.
-                lost += 1
-                if lost > self.write_config.retries_on_conflict:
-                    raise gone from missing
-                log.warning("%s; retrying, attempt %d of %d", gone, lost + 1,
-                            self.write_config.retries_on_conflict + 1)
-        if lost:
-            outcome = replace(outcome, attempts=outcome.attempts + lost)
+        if partition_paths is None:
+            def write() -> WriteOutcome:
+                return client.write(operation, data, self.schema)
+        else:
+            def write() -> WriteOutcome:
+                return client.delete_partitions(partition_paths, self.schema)
+        outcome, reruns = write_with_reruns(
+            write, self.engine.write_session, self.storage, retries_on_conflict=self.write_config.retries_on_conflict
+        )
         if self._schema is None and outcome.schema is not None:
             self._adopt_schema(outcome.schema)
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
@@ -411,19 +366,10 @@ class Table:
 
     def _deleted_by(self, instants: Sequence[Instant]) -> Any:
         """The records ``instants`` deleted (see :mod:`tidemark.read.changes`), as the engine's frame."""
-        from tidemark.format.log_file import delete_ordering_field
-        from tidemark.format.schema import with_meta_columns
-        from tidemark.read.changes import OPERATION_COLUMN, deleted_records
+        from tidemark.read.changes import deleted_by
 
-        schema = with_meta_columns(self.schema or pa.schema([]))
-        timeline = Timeline.load(self.storage)
-        active = {i.requested_time for i in timeline.instants}
-        if any(i.requested_time not in active for i in instants):
-            timeline = timeline.with_history()
-        deleted = deleted_records(
-            self.storage, timeline, instants, merger=self.merger(), schema=schema,
-            delete_ordering_field=delete_ordering_field(self.config.ordering_fields),
-        ) if self.schema is not None else schema.append(pa.field(OPERATION_COLUMN, pa.string())).empty_table()
+        deleted = deleted_by(self.storage, instants, self.schema, self.merger,
+                             delete_ordering_field(self.config.ordering_fields))
         return self.engine.frame(deleted)
 
     # -- maintenance --------------------------------------------------------------------
@@ -442,45 +388,20 @@ class Table:
         logs land on the new slices). A compaction left pending by a crashed process is
         finished first. Returns None when there was nothing to compact.
         """
-        from tidemark.concurrency.heartbeat import Heartbeat
-        from tidemark.services import compaction
+        from tidemark.services.compaction import CompactionSteps
 
         if self.config.table_type != MERGE_ON_READ:
             raise ConfigError(f"only MERGE_ON_READ tables are compacted; {self.path} is {self.config.table_type}")
         protocol = self._protocol()
         self._check_writer()
-        timeline = Timeline.load(self.storage)
-        plan = None
-        for pending in compaction.pending_compactions(timeline):
-            if self.write_config.multi_writer and not protocol.heartbeats.is_expired(
-                self.storage, pending.requested_time
-            ):
-                return None  # another process is running it
-            plan = compaction.load_plan(self.storage, pending.requested_time)
-            break
-        if plan is None:
-            with protocol.lock.hold("schedule a compaction"):
-                plan = compaction.schedule(self.storage, Timeline.load(self.storage))
-            if plan is None:
-                return None
-        heartbeat = None
-        if self.write_config.multi_writer:
-            heartbeat = Heartbeat(self.storage, plan.instant_time, protocol.heartbeats).start()
-        try:
-            schema = self.schema or pa.schema([])
-            cfg = self.config
-            stats = compaction.execute(
-                self.storage, plan, user_schema=schema, ordering_fields=cfg.ordering_fields,
-                merger=self.merger(),
-                compression=self.write_config.compression, max_file_size=self.write_config.max_file_size,
-                run_slices=self.engine.slice_runner(), bloom_filter=self.write_config.bloom_filter,
-            )
-            with protocol.lock.hold("complete a compaction"):
-                instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)
-        finally:
-            if heartbeat is not None:
-                heartbeat.stop()
-        return compaction.CompactionResult(instant, tuple(stats))
+        steps = CompactionSteps(
+            self.storage, self.write_config, heartbeats=protocol.heartbeats,
+            schema=lambda: self.schema or pa.schema([]), merger=self.merger,
+            ordering_fields=self.config.ordering_fields, table_name=self.config.name,
+            run_slices=self.engine.slice_runner(),
+        )
+        heartbeats = protocol.heartbeats if self.write_config.multi_writer else None
+        return run_service(steps, protocol.lock, storage=self.storage, heartbeats=heartbeats)
 
     def rollback(self, instant_time: str, *, force: bool = False) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant.
@@ -491,15 +412,7 @@ class Table:
         RolledBackConflictError), so the rollback is never undone by a concurrent writer.
         """
         self._check_writer()
-        protocol = self._protocol()
-        with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
-            protocol.finish_interrupted(Timeline.load(self.storage))
-            timeline = Timeline.load(self.storage)
-            instant = find_instant(timeline, instant_time)
-            if not instant.is_completed and not force and protocol.writer_alive(instant):
-                beat = last_heartbeat_ms(self.storage, instant.requested_time) or now_ms()
-                raise WriterAliveError(instant.requested_time, now_ms() - beat)
-            return rollback(self.storage, instant, timeline=timeline)
+        return timeline_ops.rollback_instant(self._protocol(), instant_time, force=force)
 
     def cluster(
         self,
@@ -589,46 +502,18 @@ class Table:
         return self._clean(rollback_failed=True)
 
     def _clean(self, *, rollback_failed: bool) -> CleanResult:
+        from tidemark.services.cleaning import run_clean
+
         protocol = self._protocol()
         self._check_writer()
-        # Pending cleans of dead cleaners are adopted below (and reported), not in the rollback step.
-        rolled_back = tuple(protocol.rollback_expired_writes(finish_cleans=False)) if rollback_failed else ()
-        if not needs_cleaning(self.storage, Timeline.load(self.storage), self.write_config.clean):
-            # Checked without the lock first, so writers that clean inline after every commit
-            # take the lock only when there is something to do.
-            return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")
-        with protocol.lock.hold("schedule a clean"):
-            scheduled, why = schedule_clean(
-                self.storage,
-                Timeline.load(self.storage),
-                self.write_config.clean,
-                protocol.heartbeats,
-                multi_writer=self.write_config.multi_writer,
-            )
-        results = [execute_clean(self.storage, plan) for plan in scheduled]
-        if not results:
-            return CleanResult(rolled_back=rolled_back, skipped=why)
-        last = results[-1]
-        return CleanResult(
-            rolled_back=rolled_back,
-            clean_instant=last.clean_instant,
-            deleted_files=tuple(f for r in results for f in r.deleted_files),
-            earliest_to_retain=last.earliest_to_retain,
-            kept_for_savepoints=tuple(f for r in results for f in r.kept_for_savepoints),
-            finished=tuple(r.clean_instant for r in results[:-1] if r.clean_instant is not None),
-        )
+        return run_clean(protocol, self.write_config, rollback_failed=rollback_failed)
 
     def archive(self) -> ArchiveResult:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)
         once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
         Runs under the table lock. Time travel and incremental reads still reach archived instants."""
         self._check_writer()
-        protocol = self._protocol()
-        with protocol.lock.hold("archive the timeline"):
-            timeline = Timeline.load(self.storage)
-            if protocol.finish_interrupted(timeline):  # a crash's leftovers would hold archival back
-                timeline = timeline.reload()
-            return archive(self.storage, timeline, self.write_config.archive)
+        return timeline_ops.archive_timeline(self._protocol(), self.write_config.archive)
 
     def _run_inline_services(self) -> None:
         """After a successful write: clean and archive if due. A failing service is logged, never
@@ -649,8 +534,7 @@ class Table:
         """Pin the table as of the completed commit ``instant_time``: cleaning never deletes the
         files a reader sees at that instant, so time travel to it and restore keep working."""
         self._check_writer()
-        with self._protocol().lock.hold("create a savepoint"):
-            return create_savepoint(self.storage, Timeline.load(self.storage), instant_time, comment=comment)
+        return timeline_ops.savepoint(self._protocol(), instant_time, comment=comment)
 
     def savepoints(self) -> list[Instant]:
         """The completed savepoints, oldest first."""
@@ -659,8 +543,7 @@ class Table:
     def delete_savepoint(self, instant_time: str) -> Instant:
         """Remove a savepoint; its files become cleanable again. NotSavepointedError if none."""
         self._check_writer()
-        with self._protocol().lock.hold("delete a savepoint"):
-            return delete_savepoint(self.storage, Timeline.load(self.storage), instant_time)
+        return timeline_ops.remove_savepoint(self._protocol(), instant_time)
 
     def restore(self, instant_time: str) -> RestoreResult:
         """Roll the table back to the savepointed ``instant_time``: every write after it (pending
@@ -670,10 +553,7 @@ class Table:
         a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
         finished by the next write or clean; until then every commit fails."""
         self._check_writer()
-        protocol = self._protocol()
-        with protocol.lock.hold("restore to a savepoint"):
-            protocol.finish_interrupted(Timeline.load(self.storage))
-            return restore(self.storage, Timeline.load(self.storage), instant_time)
+        return timeline_ops.restore_to(self._protocol(), instant_time)
 
     def close(self) -> None:
         """Release lock-provider connections (ZooKeeper sessions, ...)."""

@@ -12,11 +12,14 @@ it has.
 from __future__ import annotations
 
 import contextlib
+import re
+from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pyarrow as pa
 
 from tidemark.config import WriteConfig
+from tidemark.errors import DataFileNotFoundError, TidemarkError
 from tidemark.merge import RecordMerger
 from tidemark.read.plan import ReadPlan
 from tidemark.services.cluster import ClusteringExecutor
@@ -25,7 +28,7 @@ from tidemark.storage import Storage
 from tidemark.write.client import PipelineFactory  # (spec, user schema, operation) -> one write's pipeline
 from tidemark.write.engine import TableLayout
 
-__all__ = ["Engine", "PipelineFactory"]
+__all__ = ["Engine", "PipelineFactory", "missing_data_files", "typed_engine_errors"]
 
 
 class Engine(Protocol):
@@ -39,7 +42,9 @@ class Engine(Protocol):
         """Builds the pipeline of each write (one per write: pipelines hold per-write state)."""
 
     def write_session(self) -> contextlib.AbstractContextManager[None]:
-        """The engine's settings for the span of one write."""
+        """The engine's settings for the span of one write, and its errors made typed: a data
+        file the write found gone raises :class:`DataFileNotFoundError`
+        (:func:`typed_engine_errors`)."""
 
     def read(
         self,
@@ -60,3 +65,31 @@ class Engine(Protocol):
 
     def clustering_executor(self) -> ClusteringExecutor:
         """How clustering rewrites its groups."""
+
+
+# A parquet path in an engine's error message (a Spark job's FAILED_READ_FILE.FILE_NOT_EXIST).
+_PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
+
+
+def missing_data_files(failure: BaseException) -> tuple[str, ...]:
+    """The data files an engine's error names: a FileNotFoundError's file, or the parquet paths
+    in the message of an error an engine raises in its own words (a Spark job's Java exception
+    reaches Python as text only)."""
+    if isinstance(failure, FileNotFoundError) and (failure.filename or failure.args):
+        return (str(failure.filename or failure.args[0]),)
+    return tuple(m.group(0) for m in _PARQUET_PATH.finditer(str(failure)))
+
+
+@contextlib.contextmanager
+def typed_engine_errors() -> Iterator[None]:
+    """Raise an engine's error that names data files as :class:`DataFileNotFoundError` (the
+    write decides whether a file was superseded); TidemarkErrors and other errors pass."""
+    try:
+        yield
+    except TidemarkError:
+        raise
+    except Exception as failure:
+        paths = missing_data_files(failure)
+        if not paths:
+            raise
+        raise DataFileNotFoundError(paths, failure) from failure

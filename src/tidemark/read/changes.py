@@ -136,3 +136,26 @@ def deleted_records(
 
 
 __all__ = ["DELETE", "OPERATION_COLUMN", "deleted_records"]
+
+
+def deleted_by(
+    storage: Storage,
+    instants: Sequence[Instant],
+    user_schema: pa.Schema | None,
+    merger: Callable[[], RecordMerger],
+    delete_ordering_field: str | None,
+) -> pa.Table:
+    """:func:`deleted_records` of ``instants`` on the timeline that holds them (the archived
+    history too when one is archived); an empty table of the right columns before any write."""
+    from tidemark.format.schema import with_meta_columns
+
+    schema = with_meta_columns(user_schema or pa.schema([]))
+    if user_schema is None:
+        return schema.append(pa.field(OPERATION_COLUMN, pa.string())).empty_table()
+    timeline = Timeline.load(storage)
+    active = {i.requested_time for i in timeline.instants}
+    if any(i.requested_time not in active for i in instants):
+        timeline = timeline.with_history()
+    return deleted_records(
+        storage, timeline, instants, merger=merger(), schema=schema, delete_ordering_field=delete_ordering_field
+    )

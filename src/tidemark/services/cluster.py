@@ -52,6 +52,7 @@ from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.recovery.rollback import RollbackResult, rollback
+from tidemark.services.runner import ServiceSteps, run_service
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
@@ -298,36 +299,40 @@ class ClusteringService:
 
     def schedule(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
         """Under the lock: the plan and its requested instant, or None if nothing needs clustering."""
-        rolled_back: list[RollbackResult] = []
         with self.lock.hold("schedule clustering"):
-            timeline = Timeline.load(self.storage)
-            for dead in self._dead_clusterings(timeline):
-                log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
-                rolled_back.append(rollback(self.storage, dead, timeline=timeline))
-                timeline = timeline.reload()
-            view = FileSystemView(self.storage, timeline)
-            exclude = self._claimed(timeline) | self._with_logs(view)
-            plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
-            if plan is None:
-                return None, rolled_back
-            while True:
-                instant_time = new_instant_time(floor=timeline.max_time())
-                if self.config.multi_writer and self.config.clock_skew_ms:
-                    time.sleep(self.config.clock_skew_ms / 1000)
-                heartbeat = None
-                if self.config.multi_writer:
-                    heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
-                name = instant_file_name(instant_time, Action.CLUSTERING, State.REQUESTED)
-                if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", plan.to_bytes()) is CreateOutcome.CREATED:
-                    # Rewrite with the schema of the table now (a writer may have added columns since
-                    # this Table object read it): every planned file was written with it or a subset.
-                    schema_json = _latest_schema_json(timeline)
-                    schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
-                    seen = frozenset(i.requested_time for i in timeline.completed)
-                    return ScheduledClustering(instant_time, plan, heartbeat, schema, seen), rolled_back
-                if heartbeat is not None:
-                    heartbeat.stop()
-                timeline = timeline.reload()
+            return self._plan(clustering)
+
+    def _plan(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
+        """:meth:`schedule`'s work; the caller holds the lock. Rolls back dead clusterings first."""
+        rolled_back: list[RollbackResult] = []
+        timeline = Timeline.load(self.storage)
+        for dead in self._dead_clusterings(timeline):
+            log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
+            rolled_back.append(rollback(self.storage, dead, timeline=timeline))
+            timeline = timeline.reload()
+        view = FileSystemView(self.storage, timeline)
+        exclude = self._claimed(timeline) | self._with_logs(view)
+        plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
+        if plan is None:
+            return None, rolled_back
+        while True:
+            instant_time = new_instant_time(floor=timeline.max_time())
+            if self.config.multi_writer and self.config.clock_skew_ms:
+                time.sleep(self.config.clock_skew_ms / 1000)
+            heartbeat = None
+            if self.config.multi_writer:
+                heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
+            name = instant_file_name(instant_time, Action.CLUSTERING, State.REQUESTED)
+            if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", plan.to_bytes()) is CreateOutcome.CREATED:
+                # Rewrite with the schema of the table now (a writer may have added columns since
+                # this Table object read it): every planned file was written with it or a subset.
+                schema_json = _latest_schema_json(timeline)
+                schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
+                seen = frozenset(i.requested_time for i in timeline.completed)
+                return ScheduledClustering(instant_time, plan, heartbeat, schema, seen), rolled_back
+            if heartbeat is not None:
+                heartbeat.stop()
+            timeline = timeline.reload()
 
     # -- execute ---------------------------------------------------------------------------
     def execute(self, scheduled: ScheduledClustering, on_progress: ProgressCallback | None = None) -> list[WriteStat]:
@@ -379,55 +384,66 @@ class ClusteringService:
 
     def commit(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> Instant:
         """Publish the clustering, or roll it back and raise (ClusteringAbortedError, ...)."""
-        t = scheduled.instant_time
         try:
-            reported = {s.path for s in stats}
-            for path in marked_data_files(self.storage, t):  # failed or speculative task attempts
-                if path not in reported:
-                    self.storage.delete(path)
+            self._remove_unreported(scheduled, stats)
             with self.lock.hold("commit clustering"):
-                timeline = Timeline.load(self.storage)
-                # The clustering becomes the latest completed instant: it must carry the table's
-                # latest schema, not an older one (writes may have evolved it meanwhile).
-                schema_json = _latest_schema_json(timeline) or avro_schema_json(self.schema, self.table_name)
-                meta = CommitMetadata(
-                    operation=CLUSTER_OPERATION,
-                    write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
-                    extra={"schema": schema_json},
-                    replaced_file_ids=scheduled.plan.replaced_file_ids(),
-                    is_replace=True,
-                )
-                if not any(i.requested_time == t and not i.is_completed for i in timeline):
-                    raise CommitError(f"clustering {t} is no longer pending (rolled back?)", instant_time=t)
-                if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
-                    raise CommitError(f"clustering {t}: its heartbeat expired", instant_time=t)
-                self._ingestion_wins(timeline, scheduled)
-                # Like a write: never publish rows of an instant rolled back since the plan.
-                replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
-                not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
-                                                                               scheduled.seen))
-                completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
-                name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
-                outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
-                if outcome is not CreateOutcome.CREATED:
-                    raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)
+                instant = self._publish(scheduled, stats)
         except BaseException:
             self.abort(scheduled)
             raise
         self._finish(scheduled)
+        return instant
+
+    def _remove_unreported(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> None:
+        reported = {s.path for s in stats}
+        for path in marked_data_files(self.storage, scheduled.instant_time):  # failed or speculative attempts
+            if path not in reported:
+                self.storage.delete(path)
+
+    def _publish(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> Instant:
+        """:meth:`commit`'s checks and publication; the caller holds the lock."""
+        t = scheduled.instant_time
+        timeline = Timeline.load(self.storage)
+        # The clustering becomes the latest completed instant: it must carry the table's
+        # latest schema, not an older one (writes may have evolved it meanwhile).
+        schema_json = _latest_schema_json(timeline) or avro_schema_json(self.schema, self.table_name)
+        meta = CommitMetadata(
+            operation=CLUSTER_OPERATION,
+            write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
+            extra={"schema": schema_json},
+            replaced_file_ids=scheduled.plan.replaced_file_ids(),
+            is_replace=True,
+        )
+        if not any(i.requested_time == t and not i.is_completed for i in timeline):
+            raise CommitError(f"clustering {t} is no longer pending (rolled back?)", instant_time=t)
+        if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
+            raise CommitError(f"clustering {t}: its heartbeat expired", instant_time=t)
+        self._ingestion_wins(timeline, scheduled)
+        # Like a write: never publish rows of an instant rolled back since the plan.
+        replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
+        not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
+                                                                       scheduled.seen))
+        completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
+        name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
+        outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
+        if outcome is not CreateOutcome.CREATED:
+            raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)
         return Instant(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
 
     def abort(self, scheduled: ScheduledClustering) -> RollbackResult | None:
         """Roll the clustering back (if still pending): its files go, a rollback instant records it."""
         try:
-            with self.lock.hold("roll back a clustering"):
-                timeline = Timeline.load(self.storage)
-                pending = [i for i in timeline.pending_clustering if i.requested_time == scheduled.instant_time]
-                if not pending:
-                    return None
-                return rollback(self.storage, pending[0], timeline=timeline)
+            return self._roll_back(scheduled)
         finally:
             self._finish(scheduled)
+
+    def _roll_back(self, scheduled: ScheduledClustering) -> RollbackResult | None:
+        with self.lock.hold("roll back a clustering"):
+            timeline = Timeline.load(self.storage)
+            pending = [i for i in timeline.pending_clustering if i.requested_time == scheduled.instant_time]
+            if not pending:
+                return None
+            return rollback(self.storage, pending[0], timeline=timeline)
 
     def _finish(self, scheduled: ScheduledClustering) -> None:
         if scheduled.heartbeat is not None:
@@ -436,16 +452,49 @@ class ClusteringService:
 
     # -- all of it -------------------------------------------------------------------------
     def run(self, clustering: ClusteringConfig, on_progress: ProgressCallback | None = None) -> ClusteringOutcome:
-        scheduled, rolled_back = self.schedule(clustering)
-        if scheduled is None:
-            return ClusteringOutcome(None, None, (), tuple(rolled_back))
-        try:
-            stats = self.execute(scheduled, on_progress)
-        except BaseException:
-            self.abort(scheduled)
-            raise
-        instant = self.commit(scheduled, stats)
-        return ClusteringOutcome(instant, scheduled.plan, tuple(stats), tuple(rolled_back))
+        """Schedule, execute and commit one clustering (:func:`~tidemark.services.runner.run_service`;
+        the heartbeat starts with the plan, before its instant is published)."""
+        steps = _ClusteringSteps(self, clustering, on_progress)
+        instant = run_service(steps, self.lock, storage=self.storage, heartbeats=None)
+        if instant is None or steps.scheduled is None:
+            return ClusteringOutcome(None, None, (), tuple(steps.rolled_back))
+        return ClusteringOutcome(instant, steps.scheduled.plan, tuple(steps.stats), tuple(steps.rolled_back))
+
+
+class _ClusteringSteps(ServiceSteps[ScheduledClustering, list[WriteStat], Instant]):
+    plan_purpose = "schedule clustering"
+    complete_purpose = "commit clustering"
+
+    def __init__(
+        self, service: ClusteringService, clustering: ClusteringConfig, on_progress: ProgressCallback | None
+    ) -> None:
+        self.service = service
+        self.clustering = clustering
+        self.on_progress = on_progress
+        self.rolled_back: list[RollbackResult] = []
+        self.scheduled: ScheduledClustering | None = None
+        self.stats: list[WriteStat] = []
+
+    def plan(self) -> ScheduledClustering | None:
+        self.scheduled, self.rolled_back = self.service._plan(self.clustering)
+        return self.scheduled
+
+    def instant_time(self, plan: ScheduledClustering) -> str:
+        return plan.instant_time
+
+    def execute(self, plan: ScheduledClustering) -> list[WriteStat]:
+        self.stats = self.service.execute(plan, self.on_progress)
+        self.service._remove_unreported(plan, self.stats)
+        return self.stats
+
+    def complete(self, plan: ScheduledClustering, result: list[WriteStat]) -> Instant:
+        return self.service._publish(plan, result)
+
+    def abort(self, plan: ScheduledClustering) -> None:
+        self.service._roll_back(plan)
+
+    def finish(self, plan: ScheduledClustering) -> None:
+        self.service._finish(plan)
 
 
 def clustering_config(

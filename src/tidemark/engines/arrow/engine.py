@@ -11,7 +11,7 @@ from tidemark.config import WriteConfig
 from tidemark.engines.arrow.cluster import ArrowExecutor
 from tidemark.engines.arrow.reader import read_plan
 from tidemark.engines.arrow.writer import ArrowWritePipeline
-from tidemark.engines.base import PipelineFactory
+from tidemark.engines.base import PipelineFactory, typed_engine_errors
 from tidemark.merge import RecordMerger
 from tidemark.read.plan import ReadPlan
 from tidemark.services.cluster import ClusteringExecutor
@@ -31,7 +31,7 @@ class ArrowEngine:
         return lambda spec, schema, operation: ArrowWritePipeline(layout, spec, schema)
 
     def write_session(self) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+        return typed_engine_errors()
 
     def read(
         self,

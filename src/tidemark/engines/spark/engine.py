@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from tidemark.config import WriteConfig
-from tidemark.engines.base import PipelineFactory
+from tidemark.engines.base import PipelineFactory, typed_engine_errors
 from tidemark.engines.spark.cluster import SparkExecutor
 from tidemark.engines.spark.compaction import compact_slices
 from tidemark.engines.spark.datasource import register
@@ -46,8 +47,10 @@ class SparkEngine:
 
         return make
 
-    def write_session(self) -> contextlib.AbstractContextManager[None]:
-        return write_session(self.spark)
+    @contextlib.contextmanager
+    def write_session(self) -> Iterator[None]:
+        with write_session(self.spark), typed_engine_errors():
+            yield
 
     def read(
         self,
