@@ -49,22 +49,7 @@ LAYERS: tuple[str, ...] = (
 
 # (importing module, imported module): upward imports (and the cycles they make) that are
 # known and owed a fix. Each must still exist; delete an entry when its import goes away.
-KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {
-    ("tidemark.engines.spark.datasource", "tidemark.table"): (
-        "the data source opens a Table to plan its read (engines.spark <-> table cycle); opening "
-        "a table for reading (properties, schema, plan) has to move below table.py first"
-    ),
-    ("tidemark.config.resolve", "tidemark.concurrency.locks.base"): (
-        "LockSettings and the lock provider names are declared in concurrency/locks/base.py; "
-        "they belong in config/ (settings) like config/early_conflict.py"
-    ),
-    # A module cycle inside concurrency/locks/: the provider registry in base.py imports the
-    # built-in providers (so that they register), and they import base.py for the registry.
-    # Fix: the providers by name in a table of their own that base.py does not need.
-    ("tidemark.concurrency.locks.base", "tidemark.concurrency.locks.in_process"): "the lock registry",
-    ("tidemark.concurrency.locks.base", "tidemark.concurrency.locks.filesystem"): "the lock registry",
-    ("tidemark.concurrency.locks.base", "tidemark.concurrency.locks.zookeeper"): "the lock registry",
-}
+KNOWN_VIOLATIONS: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,11 @@ from tidemark.errors import (
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
-from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TableConfig, check_fields_exist
-from tidemark.format.schema import META_SCHEMA, arrow_schema_from_avro
+from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
+from tidemark.format.schema import META_SCHEMA
 from tidemark.read.changes import IncrementalResult
-from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
+from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan
+from tidemark.read.table import load_schema, table_read_plan
 from tidemark.recovery.clean import (
     CleanResult,
     commits_since_last_clean,
@@ -127,14 +128,7 @@ class Table:
         return self._schema
 
     def _load_schema(self) -> pa.Schema | None:
-        schema_json = Timeline.load(self.storage).latest_schema_json()
-        if schema_json:
-            schema = arrow_schema_from_avro(schema_json)
-            check_fields_exist(self.config, schema.names, schema_source="the schema of the latest commit")
-            return schema
-        if self.config.create_schema:
-            return arrow_schema_from_avro(self.config.create_schema)
-        return None
+        return load_schema(self.storage, self.config)
 
     def merger(self) -> RecordMerger:
         """The table's record merger, from its merge settings and current schema (picklable): what
@@ -313,14 +307,7 @@ class Table:
         filters: Sequence[PartitionFilter] | None = None,
         query_type: str = "snapshot",
     ) -> ReadPlan:
-        query = _query_type(query_type)
-        plan = snapshot_plan(
-            self.storage, Timeline.load(self.storage), as_of=as_of, read_optimized=query == "read_optimized"
-        )
-        cfg = self.config
-        files = prune(plan.files, filters, cfg.partition_fields, cfg.hive_style_partitioning,
-                      url_encode=cfg.partition_url_encode)
-        return ReadPlan(tuple(files), plan.commit_times, logs=plan.logs)
+        return table_read_plan(self.storage, self.config, as_of=as_of, filters=filters, query_type_=query_type)
 
     def incremental_plan(self, *, start: str | None = None, end: str | None = None) -> ReadPlan:
         return incremental_plan(self.storage, Timeline.load(self.storage), start=start, end=end)
@@ -580,10 +567,3 @@ def _engine_for(spark: SparkSession | None) -> Engine:
     from tidemark.engines.spark.engine import SparkEngine
 
     return SparkEngine(spark)
-
-
-def _query_type(value: str) -> str:
-    query = str(value).lower().replace("-", "_")
-    if query not in ("snapshot", "read_optimized"):
-        raise ConfigError(f"query_type must be snapshot or read_optimized, got {value!r}")
-    return query

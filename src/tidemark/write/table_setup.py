@@ -26,20 +26,19 @@ from tidemark.config.table_options import (
     merge_options,
     write_options,
 )
-from tidemark.errors import ConfigError, CorruptPropertiesError, TableExistsError, TableNotFoundError
+from tidemark.errors import ConfigError, TableExistsError
 from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
     MERGE_ON_READ,
     PROPERTIES_PATH,
     TableConfig,
-    check_fields_exist,
     format_properties,
-    load_properties,
 )
-from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
+from tidemark.format.schema import avro_schema_json
 from tidemark.merge import MergeConfig
 from tidemark.merge.config import format_column_groups
+from tidemark.read.table import open_properties
 from tidemark.storage import LocalStorage, Storage
 from tidemark.write.bucket import BucketSpec
 from tidemark.write.nbcc import check_table_supports
@@ -137,20 +136,7 @@ def open_table(path: str, options: Mapping[str, Any] | None = None) -> OpenedTab
     """Open the table at ``path``; TableNotFoundError if there is none, ConfigError for options
     that disagree with the table."""
     write_config = resolve_write_config(write_options(validate_keys(options or {})))
-    storage = LocalStorage(path)
-    props = load_properties(storage.read_bytes)
-    if props is None:
-        detail = "the path does not exist" if not storage.exists("") else f"{PROPERTIES_PATH} is missing"
-        raise TableNotFoundError(path, detail)
-    config = TableConfig.from_properties(props)
-    if config.create_schema:
-        try:
-            create_schema = arrow_schema_from_avro(config.create_schema)
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptPropertiesError(
-                PROPERTIES_PATH, f"hoodie.table.create.schema is not an Avro record schema ({exc})"
-            ) from None
-        check_fields_exist(config, create_schema.names, schema_source="hoodie.table.create.schema")
+    storage, config, props = open_properties(path)
     check_fixed_options(validate_keys(options or {}), props)
     check_table_supports(write_config, config)
     return OpenedTable(storage, config, write_config)
