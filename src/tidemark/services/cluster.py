@@ -462,8 +462,12 @@ class ClusteringService:
 
 
 class _ClusteringSteps(ServiceSteps[ScheduledClustering, list[WriteStat], Instant]):
+    """Clustering's steps. Its completion is :meth:`ClusteringService.commit`, which takes the
+    lock itself ("commit clustering": it first deletes the files of failed task attempts outside
+    the lock) and rolls the clustering back itself if it cannot publish."""
+
     plan_purpose = "schedule clustering"
-    complete_purpose = "commit clustering"
+    complete_purpose = None  # ClusteringService.commit holds the lock for its checks and publication
 
     def __init__(
         self, service: ClusteringService, clustering: ClusteringConfig, on_progress: ProgressCallback | None
@@ -474,6 +478,7 @@ class _ClusteringSteps(ServiceSteps[ScheduledClustering, list[WriteStat], Instan
         self.rolled_back: list[RollbackResult] = []
         self.scheduled: ScheduledClustering | None = None
         self.stats: list[WriteStat] = []
+        self.committing = False  # from then on, commit() aborts and tidies itself
 
     def plan(self) -> ScheduledClustering | None:
         self.scheduled, self.rolled_back = self.service._plan(self.clustering)
@@ -484,17 +489,19 @@ class _ClusteringSteps(ServiceSteps[ScheduledClustering, list[WriteStat], Instan
 
     def execute(self, plan: ScheduledClustering) -> list[WriteStat]:
         self.stats = self.service.execute(plan, self.on_progress)
-        self.service._remove_unreported(plan, self.stats)
         return self.stats
 
     def complete(self, plan: ScheduledClustering, result: list[WriteStat]) -> Instant:
-        return self.service._publish(plan, result)
+        self.committing = True
+        return self.service.commit(plan, result)
 
     def abort(self, plan: ScheduledClustering) -> None:
-        self.service._roll_back(plan)
+        if not self.committing:
+            self.service._roll_back(plan)
 
     def finish(self, plan: ScheduledClustering) -> None:
-        self.service._finish(plan)
+        if not self.committing:
+            self.service._finish(plan)
 
 
 def clustering_config(

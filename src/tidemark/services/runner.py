@@ -11,7 +11,8 @@ A service supplies its steps (:class:`ServiceSteps`); :func:`run_service` runs t
 3. ``execute(plan)`` without the lock, concurrently with writers, while a heartbeat on the
    plan's instant tells other processes the runner is alive (multi-writer mode);
 4. ``complete(plan, result)`` under the table lock: check, then publish the completed instant
-   (without the lock where completing is one atomic create, as a clean's);
+   (a clean completes with one atomic create, no lock; clustering's commit takes the lock
+   itself, after deleting the files of failed task attempts outside it);
 5. on any failure of 3 or 4, ``abort(plan)``; in every case ``finish(plan)``.
 
 Services whose work is one step under the lock (archive, savepoints, restore, rollback) use
@@ -50,8 +51,8 @@ class ServiceSteps(Generic[PlanT, ResultT, DoneT]):
     nothing to undo or tidy."""
 
     plan_purpose: str  # what the lock is taken for, in lock errors and logs
-    # None: completing is one atomic create-if-absent of the completed instant (a clean's),
-    # which needs no lock.
+    # None: ``complete`` needs no lock from the runner: one atomic create-if-absent of the
+    # completed instant (a clean's), or a completion that takes the lock itself (clustering's).
     complete_purpose: str | None
 
     def resume(self) -> PlanT | None:
