@@ -47,7 +47,7 @@ from tidemark.markers import IOType, Marker, MarkerSpec, open_marker_writer, rea
 from tidemark.markers.direct import DirectMarkerWriter  # noqa: E402
 from tidemark.markers.early_conflict import AsyncConflictChecker, ConflictDetector  # noqa: E402
 from tidemark.markers.server import MarkerServer, MarkerServerClient  # noqa: E402
-from tidemark.services import rollback as rollback_module  # noqa: E402
+from tidemark.recovery import rollback as rollback_module  # noqa: E402
 from tidemark.storage import LocalStorage  # noqa: E402
 from tidemark.timeline import Action  # noqa: E402
 from tidemark.write.commit import CommitProtocol  # noqa: E402

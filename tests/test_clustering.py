@@ -18,9 +18,10 @@ from conftest import hudi_rs_read, rows_of
 from tidemark import ClusteringAbortedError, ClusteringConflictError, ConfigError, Table
 from tidemark.cli.main import main
 from tidemark.config import resolve_write_config
+from tidemark.engines.arrow.cluster import ArrowExecutor
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, RECORD_KEY, TIMELINE_DIR
-from tidemark.services.cluster import ArrowExecutor, ClusteringService, clustering_config
+from tidemark.services.cluster import ClusteringService, clustering_config
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.write.commit import CommitProtocol

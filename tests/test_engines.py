@@ -377,7 +377,7 @@ def test_sql_text_literals_survive_quotes_backslashes_and_parser_settings(spark:
     """Partition paths are user data: the routing and task expressions quote them as SQL text."""
     from pyspark.sql import functions as F
 
-    from tidemark.engines.spark.writer import _sql_text
+    from tidemark.engines.spark.expressions import sql_text as _sql_text
 
     values = ["", "sf", "it's", "back\\slash", "city=São Paulo/x", 'quote"d', "new\nline", "☃😀", "X'41'"]
     spark.conf.set("spark.sql.parser.escapedStringLiterals", escaped)

@@ -29,9 +29,9 @@ from tidemark.concurrency.locks.base import (
     LockProvider,
     LockSettings,
     canonical_provider_name,
-    create_lock_provider,
 )
 from tidemark.concurrency.locks.filesystem import FileSystemLockProvider
+from tidemark.concurrency.locks.registry import create_lock_provider
 from tidemark.errors import ConfigError, TidemarkError
 from zookeeper import ZooKeeperServer
 
@@ -223,7 +223,8 @@ def test_lock_latency(make_provider: MakeProvider, provider_name: str, record_pr
 
 CHILD = """
 import json, os, sys, time
-from tidemark.concurrency.locks.base import LockSettings, create_lock_provider
+from tidemark.concurrency.locks.base import LockSettings
+from tidemark.concurrency.locks.registry import create_lock_provider
 args = json.loads(sys.argv[1])
 provider = create_lock_provider(LockSettings(**args["settings"]), args["table"])
 if not provider.try_acquire(60):
@@ -298,7 +299,8 @@ def test_other_process_waits_while_we_hold(name: str, request: pytest.FixtureReq
     provider = _provider(settings, table)
     code = (
         "import json, sys\n"
-        "from tidemark.concurrency.locks.base import LockSettings, create_lock_provider\n"
+        "from tidemark.concurrency.locks.base import LockSettings\n"
+        "from tidemark.concurrency.locks.registry import create_lock_provider\n"
         "a = json.loads(sys.argv[1])\n"
         "p = create_lock_provider(LockSettings(**a['settings']), a['table'])\n"
         "got = p.try_acquire(0.3)\n"

@@ -232,7 +232,7 @@ DYING = textwrap.dedent("""
 
     if spec["kill"] == "rollback_inflight":
         # after the rolled-back instant's files and timeline files are deleted, before completing
-        import tidemark.services.rollback as rb
+        import tidemark.recovery.rollback as rb
         new_time = rb.new_instant_time
         def new_instant_time(floor=None):
             if floor and (timeline / f"{floor}.rollback.inflight").exists():
@@ -245,7 +245,7 @@ DYING = textwrap.dedent("""
             raise RuntimeError("injected failure")
         wc.CommitProtocol._ensure_partition_metafiles = fail
     elif spec["kill"] == "restore_midway":
-        import tidemark.services.savepoint as sp
+        import tidemark.recovery.savepoint as sp
         roll = sp.rollback
         done = []
         def rollback(*args, **kwargs):
@@ -255,7 +255,7 @@ DYING = textwrap.dedent("""
             return done[-1]
         sp.rollback = rollback
     elif spec["kill"] == "clean_executing":
-        import tidemark.services.clean as cl
+        import tidemark.recovery.clean as cl
         saved = cl.savepointed_files
         def savepointed_files(storage, tl):
             if any(p.name.endswith(".clean.inflight") for p in timeline.iterdir()):

@@ -24,9 +24,10 @@ from tidemark import (
 )
 from tidemark.config import resolve_write_config
 from tidemark.config.resolve import CleanConfig, CleanPolicy
-from tidemark.errors import BaseFileGoneError
+from tidemark.engines.base import missing_data_files
+from tidemark.errors import BaseFileGoneError, DataFileNotFoundError
 from tidemark.format.commit_metadata import WriteStat, read_avro
-from tidemark.services.clean import plan_clean, schedule_clean, superseded_base_file
+from tidemark.recovery.clean import plan_clean, schedule_clean, superseded_base_file
 from tidemark.storage import LocalStorage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest
@@ -406,9 +407,9 @@ def test_a_base_file_cleaned_under_a_writer_is_reported_as_the_conflict_it_is(tm
     # a Spark job reports the same loss in its own words
     spark_error = RuntimeError(f"[FAILED_READ_FILE.FILE_NOT_EXIST] ... file://{table.path}/{read_by_slow_writer}. "
                                "File does not exist.")
-    via_spark = superseded_base_file(table.storage, spark_error)
+    via_spark = superseded_base_file(table.storage, DataFileNotFoundError(missing_data_files(spark_error), spark_error))
     assert via_spark is not None and via_spark.conflicting_instant == second.instant_time
-    assert superseded_base_file(table.storage, RuntimeError("no file named here")) is None
+    assert missing_data_files(RuntimeError("no file named here")) == ()
 
 
 def test_a_replacecommit_is_archived_only_once_its_replaced_files_are_cleaned(tmp_path: Path) -> None:

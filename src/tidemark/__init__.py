@@ -35,9 +35,9 @@ from tidemark.errors import (
     WriterAliveError,
     WriterSettingsError,
 )
+from tidemark.recovery.clean import CleanResult
+from tidemark.recovery.savepoint import RestoreResult, SavepointResult
 from tidemark.services.archive import ArchiveResult
-from tidemark.services.clean import CleanResult
-from tidemark.services.savepoint import RestoreResult, SavepointResult
 from tidemark.table import ClusteringResult, CommitResult, IncrementalResult, Table
 from tidemark.timeline import Action, Instant, State
 

@@ -543,3 +543,15 @@ class HeartbeatExpiredError(CommitError):
             f"write {instant_time} aborted: {detail}. Another writer may roll it back; retry the write.",
             instant_time=instant_time,
         )
+
+
+class DataFileNotFoundError(TidemarkError):
+    """An engine found a data file gone while it wrote (the Arrow engine's FileNotFoundError, a
+    Spark job's failure naming the file). Raised between layers: the write turns it into the
+    conflict that removed the file (BaseFileGoneError, RolledBackConflictError) or raises
+    ``original``, the engine's own error, when it was not that."""
+
+    def __init__(self, paths: tuple[str, ...], original: BaseException) -> None:
+        super().__init__(f"data file(s) not found: {', '.join(paths)} ({original})")
+        self.paths = paths  # absolute paths (or file: URIs) the engine named
+        self.original = original

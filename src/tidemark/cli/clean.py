@@ -21,9 +21,9 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
+from tidemark.recovery.clean import CleanResult
+from tidemark.recovery.rollback import RollbackResult
 from tidemark.services.archive import ArchiveResult
-from tidemark.services.clean import CleanResult
-from tidemark.services.rollback import RollbackResult
 from tidemark.table import Table
 from tidemark.timeline import Instant, Timeline
 

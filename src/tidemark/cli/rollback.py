@@ -20,7 +20,7 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import describe, liveness, policy_of
 from tidemark.errors import TidemarkError, WriterAliveError
-from tidemark.services.rollback import find_instant
+from tidemark.recovery.rollback import find_instant
 from tidemark.table import Table
 from tidemark.timeline import Timeline
 

@@ -10,7 +10,8 @@ import contextlib
 import time
 from collections.abc import Iterator
 
-from tidemark.concurrency.locks.base import LockProvider, LockSettings, canonical_provider_name, create_lock_provider
+from tidemark.concurrency.locks.base import LockProvider, LockSettings, canonical_provider_name
+from tidemark.concurrency.locks.registry import create_lock_provider
 from tidemark.errors import LockTimeoutError
 
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
-from tidemark.concurrency.locks.base import LockSettings, canonical_provider_name
 from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
 from tidemark.config.early_conflict import validate as validate_early_conflict
+from tidemark.config.locks import LockSettings, canonical_provider_name
 from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, UnknownOptionError
 

@@ -16,7 +16,10 @@ the stored record by its ordering value) deletes nothing and is not reported. Ta
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +31,27 @@ from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.storage import Storage
 from tidemark.timeline import Instant, Timeline
+
+
+@dataclass(frozen=True)
+class IncrementalResult:
+    """Rows of an incremental read, and the checkpoint to pass as ``start`` next time.
+
+    ``deletes`` holds the records the same commits deleted: their last stored values,
+    ``_hoodie_commit_time`` of the deleting commit, and ``_hoodie_operation`` = ``delete``.
+    Apply ``rows`` and ``deletes`` in ``_hoodie_commit_time`` order to keep a mirror exact.
+    """
+
+    rows: Any  # a Spark DataFrame, or a pyarrow Table with spark=None
+    checkpoint: str | None
+    instants: tuple[Instant, ...]
+    find_deletes: Callable[[], Any] | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def deletes(self) -> Any:
+        """The deleted records (same kind as ``rows``), found on first use: a consumer that never
+        asks pays nothing for them."""
+        return self.find_deletes() if self.find_deletes is not None else None
 
 OPERATION_COLUMN = "_hoodie_operation"
 DELETE = "delete"
@@ -112,3 +136,26 @@ def deleted_records(
 
 
 __all__ = ["DELETE", "OPERATION_COLUMN", "deleted_records"]
+
+
+def deleted_by(
+    storage: Storage,
+    instants: Sequence[Instant],
+    user_schema: pa.Schema | None,
+    merger: Callable[[], RecordMerger],
+    delete_ordering_field: str | None,
+) -> pa.Table:
+    """:func:`deleted_records` of ``instants`` on the timeline that holds them (the archived
+    history too when one is archived); an empty table of the right columns before any write."""
+    from tidemark.format.schema import with_meta_columns
+
+    schema = with_meta_columns(user_schema or pa.schema([]))
+    if user_schema is None:
+        return schema.append(pa.field(OPERATION_COLUMN, pa.string())).empty_table()
+    timeline = Timeline.load(storage)
+    active = {i.requested_time for i in timeline.instants}
+    if any(i.requested_time not in active for i in instants):
+        timeline = timeline.with_history()
+    return deleted_records(
+        storage, timeline, instants, merger=merger(), schema=schema, delete_ordering_field=delete_ordering_field
+    )

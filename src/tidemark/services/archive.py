@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from tidemark.config.resolve import ArchiveConfig
 from tidemark.format.names import TIMELINE_DIR
-from tidemark.services.clean import committed_versions
+from tidemark.recovery.clean import committed_versions
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 from tidemark.timeline.history import ArchivedRecord, append

@@ -51,7 +51,8 @@ from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_na
 from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
-from tidemark.services.rollback import RollbackResult, rollback
+from tidemark.recovery.rollback import RollbackResult, rollback
+from tidemark.services.runner import ServiceSteps, run_service
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
@@ -180,6 +181,52 @@ class ClusteringOutcome:
     rolled_back: tuple[RollbackResult, ...] = ()  # dead clusterings rolled back first
 
 
+@dataclass(frozen=True)
+class ClusteringResult:
+    """What one clustering did; ``instant_time`` is None when there was nothing to cluster."""
+
+    instant_time: str | None
+    completion_time: str | None
+    groups: int  # clustering groups rewritten
+    file_groups_replaced: int
+    files_before: int  # base files read
+    files_after: int  # base files written
+    bytes_before: int
+    bytes_after: int
+    partitions: tuple[str, ...]
+    sort_columns: tuple[str, ...]
+    rolled_back: tuple[str, ...] = ()  # dead clusterings rolled back first (their instants)
+
+    @property
+    def clustered(self) -> bool:
+        return self.instant_time is not None
+
+    @classmethod
+    def nothing(cls, sort_columns: tuple[str, ...], rolled_back: tuple[str, ...] = ()) -> ClusteringResult:
+        return cls(None, None, 0, 0, 0, 0, 0, 0, (), sort_columns, rolled_back)
+
+    @classmethod
+    def of(cls, outcome: ClusteringOutcome, sort_columns: tuple[str, ...]) -> ClusteringResult:
+        rolled_back = tuple(r.rolled_back.requested_time for r in outcome.rolled_back)
+        plan = outcome.plan
+        if outcome.instant is None or plan is None:
+            return cls.nothing(sort_columns, rolled_back)
+        stats = outcome.stats
+        return cls(
+            instant_time=outcome.instant.requested_time,
+            completion_time=outcome.instant.completion_time,
+            groups=len(plan.groups),
+            file_groups_replaced=len(plan.file_groups()),
+            files_before=plan.num_input_files,
+            files_after=len(stats),
+            bytes_before=sum(g.input_bytes for g in plan.groups),
+            bytes_after=sum(s.file_size for s in stats),
+            partitions=tuple(sorted({g.partition_path for g in plan.groups})),
+            sort_columns=plan.sort_columns,
+            rolled_back=rolled_back,
+        )
+
+
 class ClusteringExecutor:
     """What an engine provides: rewrite the groups, calling ``on_progress`` as they finish."""
 
@@ -187,42 +234,6 @@ class ClusteringExecutor:
         self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
     ) -> list[WriteStat]:
         raise NotImplementedError
-
-
-class ArrowExecutor(ClusteringExecutor):
-    def run(
-        self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
-    ) -> list[WriteStat]:
-        from tidemark.engines.arrow.cluster import ArrowClusteringExecutor
-
-        written: list[WriteStat] = []
-
-        def group_done(index: int, stats: Sequence[WriteStat]) -> None:
-            written.extend(stats)
-            if on_progress is not None:
-                on_progress(ClusteringProgress(index + 1, len(groups), len(written),
-                                               sum(s.file_size for s in written)))
-
-        return ArrowClusteringExecutor().rewrite(spec, groups, group_done)
-
-
-class SparkExecutor(ClusteringExecutor):
-    def __init__(self, spark: object) -> None:
-        self.spark = spark
-
-    def run(
-        self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
-    ) -> list[WriteStat]:
-        from tidemark.engines.spark.cluster import SparkClusteringExecutor
-
-        def tasks_done(done: int, total: int) -> None:
-            if on_progress is not None:
-                on_progress(ClusteringProgress(done, total))
-
-        stats = SparkClusteringExecutor(self.spark).rewrite(spec, groups, tasks_done)
-        if on_progress is not None:
-            on_progress(ClusteringProgress(len(groups), len(groups), len(stats), sum(s.file_size for s in stats)))
-        return stats
 
 
 # -- the service ----------------------------------------------------------------------------
@@ -288,36 +299,40 @@ class ClusteringService:
 
     def schedule(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
         """Under the lock: the plan and its requested instant, or None if nothing needs clustering."""
-        rolled_back: list[RollbackResult] = []
         with self.lock.hold("schedule clustering"):
-            timeline = Timeline.load(self.storage)
-            for dead in self._dead_clusterings(timeline):
-                log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
-                rolled_back.append(rollback(self.storage, dead, timeline=timeline))
-                timeline = timeline.reload()
-            view = FileSystemView(self.storage, timeline)
-            exclude = self._claimed(timeline) | self._with_logs(view)
-            plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
-            if plan is None:
-                return None, rolled_back
-            while True:
-                instant_time = new_instant_time(floor=timeline.max_time())
-                if self.config.multi_writer and self.config.clock_skew_ms:
-                    time.sleep(self.config.clock_skew_ms / 1000)
-                heartbeat = None
-                if self.config.multi_writer:
-                    heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
-                name = instant_file_name(instant_time, Action.CLUSTERING, State.REQUESTED)
-                if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", plan.to_bytes()) is CreateOutcome.CREATED:
-                    # Rewrite with the schema of the table now (a writer may have added columns since
-                    # this Table object read it): every planned file was written with it or a subset.
-                    schema_json = _latest_schema_json(timeline)
-                    schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
-                    seen = frozenset(i.requested_time for i in timeline.completed)
-                    return ScheduledClustering(instant_time, plan, heartbeat, schema, seen), rolled_back
-                if heartbeat is not None:
-                    heartbeat.stop()
-                timeline = timeline.reload()
+            return self._plan(clustering)
+
+    def _plan(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
+        """:meth:`schedule`'s work; the caller holds the lock. Rolls back dead clusterings first."""
+        rolled_back: list[RollbackResult] = []
+        timeline = Timeline.load(self.storage)
+        for dead in self._dead_clusterings(timeline):
+            log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
+            rolled_back.append(rollback(self.storage, dead, timeline=timeline))
+            timeline = timeline.reload()
+        view = FileSystemView(self.storage, timeline)
+        exclude = self._claimed(timeline) | self._with_logs(view)
+        plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
+        if plan is None:
+            return None, rolled_back
+        while True:
+            instant_time = new_instant_time(floor=timeline.max_time())
+            if self.config.multi_writer and self.config.clock_skew_ms:
+                time.sleep(self.config.clock_skew_ms / 1000)
+            heartbeat = None
+            if self.config.multi_writer:
+                heartbeat = Heartbeat(self.storage, instant_time, self.heartbeats).start()
+            name = instant_file_name(instant_time, Action.CLUSTERING, State.REQUESTED)
+            if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", plan.to_bytes()) is CreateOutcome.CREATED:
+                # Rewrite with the schema of the table now (a writer may have added columns since
+                # this Table object read it): every planned file was written with it or a subset.
+                schema_json = _latest_schema_json(timeline)
+                schema = arrow_schema_from_avro(schema_json) if schema_json else self.schema
+                seen = frozenset(i.requested_time for i in timeline.completed)
+                return ScheduledClustering(instant_time, plan, heartbeat, schema, seen), rolled_back
+            if heartbeat is not None:
+                heartbeat.stop()
+            timeline = timeline.reload()
 
     # -- execute ---------------------------------------------------------------------------
     def execute(self, scheduled: ScheduledClustering, on_progress: ProgressCallback | None = None) -> list[WriteStat]:
@@ -369,55 +384,66 @@ class ClusteringService:
 
     def commit(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> Instant:
         """Publish the clustering, or roll it back and raise (ClusteringAbortedError, ...)."""
-        t = scheduled.instant_time
         try:
-            reported = {s.path for s in stats}
-            for path in marked_data_files(self.storage, t):  # failed or speculative task attempts
-                if path not in reported:
-                    self.storage.delete(path)
+            self._remove_unreported(scheduled, stats)
             with self.lock.hold("commit clustering"):
-                timeline = Timeline.load(self.storage)
-                # The clustering becomes the latest completed instant: it must carry the table's
-                # latest schema, not an older one (writes may have evolved it meanwhile).
-                schema_json = _latest_schema_json(timeline) or avro_schema_json(self.schema, self.table_name)
-                meta = CommitMetadata(
-                    operation=CLUSTER_OPERATION,
-                    write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
-                    extra={"schema": schema_json},
-                    replaced_file_ids=scheduled.plan.replaced_file_ids(),
-                    is_replace=True,
-                )
-                if not any(i.requested_time == t and not i.is_completed for i in timeline):
-                    raise CommitError(f"clustering {t} is no longer pending (rolled back?)", instant_time=t)
-                if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
-                    raise CommitError(f"clustering {t}: its heartbeat expired", instant_time=t)
-                self._ingestion_wins(timeline, scheduled)
-                # Like a write: never publish rows of an instant rolled back since the plan.
-                replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
-                not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
-                                                                               scheduled.seen))
-                completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
-                name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
-                outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
-                if outcome is not CreateOutcome.CREATED:
-                    raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)
+                instant = self._publish(scheduled, stats)
         except BaseException:
             self.abort(scheduled)
             raise
         self._finish(scheduled)
+        return instant
+
+    def _remove_unreported(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> None:
+        reported = {s.path for s in stats}
+        for path in marked_data_files(self.storage, scheduled.instant_time):  # failed or speculative attempts
+            if path not in reported:
+                self.storage.delete(path)
+
+    def _publish(self, scheduled: ScheduledClustering, stats: Sequence[WriteStat]) -> Instant:
+        """:meth:`commit`'s checks and publication; the caller holds the lock."""
+        t = scheduled.instant_time
+        timeline = Timeline.load(self.storage)
+        # The clustering becomes the latest completed instant: it must carry the table's
+        # latest schema, not an older one (writes may have evolved it meanwhile).
+        schema_json = _latest_schema_json(timeline) or avro_schema_json(self.schema, self.table_name)
+        meta = CommitMetadata(
+            operation=CLUSTER_OPERATION,
+            write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
+            extra={"schema": schema_json},
+            replaced_file_ids=scheduled.plan.replaced_file_ids(),
+            is_replace=True,
+        )
+        if not any(i.requested_time == t and not i.is_completed for i in timeline):
+            raise CommitError(f"clustering {t} is no longer pending (rolled back?)", instant_time=t)
+        if scheduled.heartbeat is not None and not scheduled.heartbeat.is_alive():
+            raise CommitError(f"clustering {t}: its heartbeat expired", instant_time=t)
+        self._ingestion_wins(timeline, scheduled)
+        # Like a write: never publish rows of an instant rolled back since the plan.
+        replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
+        not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
+                                                                       scheduled.seen))
+        completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
+        name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
+        outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
+        if outcome is not CreateOutcome.CREATED:
+            raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)
         return Instant(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
 
     def abort(self, scheduled: ScheduledClustering) -> RollbackResult | None:
         """Roll the clustering back (if still pending): its files go, a rollback instant records it."""
         try:
-            with self.lock.hold("roll back a clustering"):
-                timeline = Timeline.load(self.storage)
-                pending = [i for i in timeline.pending_clustering if i.requested_time == scheduled.instant_time]
-                if not pending:
-                    return None
-                return rollback(self.storage, pending[0], timeline=timeline)
+            return self._roll_back(scheduled)
         finally:
             self._finish(scheduled)
+
+    def _roll_back(self, scheduled: ScheduledClustering) -> RollbackResult | None:
+        with self.lock.hold("roll back a clustering"):
+            timeline = Timeline.load(self.storage)
+            pending = [i for i in timeline.pending_clustering if i.requested_time == scheduled.instant_time]
+            if not pending:
+                return None
+            return rollback(self.storage, pending[0], timeline=timeline)
 
     def _finish(self, scheduled: ScheduledClustering) -> None:
         if scheduled.heartbeat is not None:
@@ -426,16 +452,56 @@ class ClusteringService:
 
     # -- all of it -------------------------------------------------------------------------
     def run(self, clustering: ClusteringConfig, on_progress: ProgressCallback | None = None) -> ClusteringOutcome:
-        scheduled, rolled_back = self.schedule(clustering)
-        if scheduled is None:
-            return ClusteringOutcome(None, None, (), tuple(rolled_back))
-        try:
-            stats = self.execute(scheduled, on_progress)
-        except BaseException:
-            self.abort(scheduled)
-            raise
-        instant = self.commit(scheduled, stats)
-        return ClusteringOutcome(instant, scheduled.plan, tuple(stats), tuple(rolled_back))
+        """Schedule, execute and commit one clustering (:func:`~tidemark.services.runner.run_service`;
+        the heartbeat starts with the plan, before its instant is published)."""
+        steps = _ClusteringSteps(self, clustering, on_progress)
+        instant = run_service(steps, self.lock, storage=self.storage, heartbeats=None)
+        if instant is None or steps.scheduled is None:
+            return ClusteringOutcome(None, None, (), tuple(steps.rolled_back))
+        return ClusteringOutcome(instant, steps.scheduled.plan, tuple(steps.stats), tuple(steps.rolled_back))
+
+
+class _ClusteringSteps(ServiceSteps[ScheduledClustering, list[WriteStat], Instant]):
+    """Clustering's steps. Its completion is :meth:`ClusteringService.commit`, which takes the
+    lock itself ("commit clustering": it first deletes the files of failed task attempts outside
+    the lock) and rolls the clustering back itself if it cannot publish."""
+
+    plan_purpose = "schedule clustering"
+    complete_purpose = None  # ClusteringService.commit holds the lock for its checks and publication
+
+    def __init__(
+        self, service: ClusteringService, clustering: ClusteringConfig, on_progress: ProgressCallback | None
+    ) -> None:
+        self.service = service
+        self.clustering = clustering
+        self.on_progress = on_progress
+        self.rolled_back: list[RollbackResult] = []
+        self.scheduled: ScheduledClustering | None = None
+        self.stats: list[WriteStat] = []
+        self.committing = False  # from then on, commit() aborts and tidies itself
+
+    def plan(self) -> ScheduledClustering | None:
+        self.scheduled, self.rolled_back = self.service._plan(self.clustering)
+        return self.scheduled
+
+    def instant_time(self, plan: ScheduledClustering) -> str:
+        return plan.instant_time
+
+    def execute(self, plan: ScheduledClustering) -> list[WriteStat]:
+        self.stats = self.service.execute(plan, self.on_progress)
+        return self.stats
+
+    def complete(self, plan: ScheduledClustering, result: list[WriteStat]) -> Instant:
+        self.committing = True
+        return self.service.commit(plan, result)
+
+    def abort(self, plan: ScheduledClustering) -> None:
+        if not self.committing:
+            self.service._roll_back(plan)
+
+    def finish(self, plan: ScheduledClustering) -> None:
+        if not self.committing:
+            self.service._finish(plan)
 
 
 def clustering_config(

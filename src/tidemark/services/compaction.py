@@ -33,6 +33,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidemark.concurrency.heartbeat import HeartbeatPolicy
+from tidemark.config import WriteConfig
 from tidemark.errors import CommitError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro, write_avro
 from tidemark.format.log_file import delete_ordering_field
@@ -42,6 +44,7 @@ from tidemark.fsview import FileSystemView
 from tidemark.markers import IOType, MarkerSpec, delete_markers, marked_data_files, open_marker_writer
 from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
+from tidemark.services.runner import BUSY, ServiceSteps
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, parquet_options
@@ -303,8 +306,63 @@ def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat],
     return Instant(plan.instant_time, Action.COMMIT, State.COMPLETED, completion)
 
 
+class CompactionSteps(ServiceSteps[CompactionPlan, list[WriteStat], CompactionResult]):
+    """Compaction as a table service (:func:`tidemark.services.runner.run_service`): a pending
+    compaction (a crashed runner's) is resumed, unless its runner's heartbeat is alive; else
+    a plan is scheduled under the lock; slices run through ``run_slices`` (the engine's)."""
+
+    plan_purpose = "schedule a compaction"
+    complete_purpose = "complete a compaction"
+
+    def __init__(
+        self,
+        storage: Storage,
+        config: WriteConfig,
+        *,
+        heartbeats: HeartbeatPolicy,
+        schema: Callable[[], pa.Schema],
+        merger: Callable[[], RecordMerger],
+        ordering_fields: Sequence[str],
+        table_name: str,
+        run_slices: SliceRunner | None,
+    ) -> None:
+        self.storage = storage
+        self.config = config
+        self.heartbeats = heartbeats
+        self.schema = schema
+        self.merger = merger
+        self.ordering_fields = tuple(ordering_fields)
+        self.table_name = table_name
+        self.run_slices = run_slices
+
+    def resume(self) -> CompactionPlan | None:
+        for pending in pending_compactions(Timeline.load(self.storage)):
+            if self.config.multi_writer and not self.heartbeats.is_expired(self.storage, pending.requested_time):
+                return BUSY  # another process is running it
+            return load_plan(self.storage, pending.requested_time)
+        return None
+
+    def plan(self) -> CompactionPlan | None:
+        return schedule(self.storage, Timeline.load(self.storage))
+
+    def instant_time(self, plan: CompactionPlan) -> str:
+        return plan.instant_time
+
+    def execute(self, plan: CompactionPlan) -> list[WriteStat]:
+        return execute(
+            self.storage, plan, user_schema=self.schema(), ordering_fields=self.ordering_fields,
+            merger=self.merger(), compression=self.config.compression, max_file_size=self.config.max_file_size,
+            run_slices=self.run_slices, bloom_filter=self.config.bloom_filter,
+        )
+
+    def complete(self, plan: CompactionPlan, result: list[WriteStat]) -> CompactionResult:
+        instant = complete(self.storage, plan, result, user_schema=self.schema(), table_name=self.table_name)
+        return CompactionResult(instant, tuple(result))
+
+
 __all__ = [
     "CompactionOperation",
+    "CompactionSteps",
     "CompactionPlan",
     "CompactionResult",
     "compact_slice",

@@ -45,9 +45,9 @@ from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
-from tidemark.services.clean import finish_pending_clean
-from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
-from tidemark.services.savepoint import finish_pending_restores
+from tidemark.recovery.clean import finish_pending_clean
+from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
+from tidemark.recovery.savepoint import finish_pending_restores
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time

@@ -32,9 +32,11 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidemark.config import WriteConfig
 from tidemark.errors import ConfigError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import base_file_name, join_partition, write_token
+from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.markers import IOType, MarkerSpec, open_marker_writer
 from tidemark.storage import Storage
 
@@ -78,3 +80,22 @@ def empty_base_writer(storage: Storage, schema: pa.Schema, compression: str) -> 
 
 
 __all__ = ["REFUSED_OPERATIONS", "empty_base_writer", "refuse_base_file_operation"]
+
+
+def check_table_supports(write_config: WriteConfig, config: TableConfig) -> None:
+    """Non-blocking concurrency control needs a merge-on-read table with a bucket index: only
+    there can every writer append to a file group fixed by the key, without reading or
+    replacing another writer's files."""
+    if not write_config.non_blocking:
+        return
+    missing = []
+    if config.table_type != MERGE_ON_READ:
+        missing.append(f"table_type=MERGE_ON_READ (this table is {config.table_type})")
+    if not config.bucket_index:
+        missing.append("hoodie.index.type=BUCKET with hoodie.bucket.index.num.buckets")
+    if missing:
+        raise ConfigError(
+            "hoodie.write.concurrency.mode=non_blocking_concurrency_control needs " + " and ".join(missing)
+            + "; use optimistic_concurrency_control for other tables",
+            key="hoodie.write.concurrency.mode",
+        )

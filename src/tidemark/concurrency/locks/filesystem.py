@@ -43,7 +43,7 @@ import time
 import uuid
 from typing import Any
 
-from tidemark.concurrency.locks.base import LockSettings, owner_id, register_lock_provider
+from tidemark.concurrency.locks.base import LockSettings, owner_id
 from tidemark.concurrency.locks.in_process import normalize_table_path
 from tidemark.errors import ConfigError
 
@@ -269,6 +269,3 @@ class FileSystemLockProvider:
 
 def factory(settings: LockSettings, table_path: str) -> FileSystemLockProvider:
     return FileSystemLockProvider(settings, table_path)
-
-
-register_lock_provider("filesystem", factory)

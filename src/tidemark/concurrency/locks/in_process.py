@@ -22,7 +22,7 @@ import os
 import socket
 import threading
 
-from tidemark.concurrency.locks.base import LockSettings, owner_id, register_lock_provider
+from tidemark.concurrency.locks.base import LockSettings, owner_id
 from tidemark.errors import InProcessLockError
 
 CLAIM_FILE = os.path.join(".hoodie", ".locks", "in_process.lock")
@@ -141,6 +141,3 @@ class InProcessLockProvider:
 
 def factory(settings: LockSettings, table_path: str) -> InProcessLockProvider:
     return InProcessLockProvider(settings, table_path)
-
-
-register_lock_provider("in_process", factory)

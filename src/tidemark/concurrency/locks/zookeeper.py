@@ -25,7 +25,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, LockTimeout
 
-from tidemark.concurrency.locks.base import LockSettings, owner_id, register_lock_provider
+from tidemark.concurrency.locks.base import LockSettings, owner_id
 from tidemark.concurrency.locks.zookeeper_names import default_lock_key as default_lock_key  # re-exported
 from tidemark.concurrency.locks.zookeeper_names import lock_node_path, zookeeper_hosts
 from tidemark.errors import ConfigError, TidemarkError
@@ -134,6 +134,3 @@ class ZooKeeperLockProvider:
 
 def factory(settings: LockSettings, table_path: str) -> ZooKeeperLockProvider:
     return ZooKeeperLockProvider(settings, table_path)
-
-
-register_lock_provider("zookeeper", factory)

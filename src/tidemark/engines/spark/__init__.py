@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+
 from tidemark.errors import MissingDependencyError
 
 
@@ -29,3 +31,17 @@ def register(spark: Any) -> None:
     from tidemark.engines.spark.datasource import register as register_data_source
 
     register_data_source(spark)
+
+
+def arrow_schema_of_any(schema: Any) -> pa.Schema | None:
+    """``schema`` as a pyarrow schema: given as one (or None), as is; a Spark ``StructType`` or
+    DDL string is converted, which needs PySpark (MissingDependencyError without it)."""
+    if schema is None or isinstance(schema, pa.Schema):
+        return schema
+    require_pyspark("a schema given as a Spark type or DDL string")
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, str):
+        schema = StructType.fromDDL(schema)
+    return to_arrow_schema(schema, timezone="UTC")

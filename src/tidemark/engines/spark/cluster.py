@@ -15,6 +15,7 @@ from typing import Any
 from tidemark.format.clustering_plan import ClusteringGroup
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import write_token
+from tidemark.services.cluster import ClusteringExecutor, ClusteringProgress, ProgressCallback
 from tidemark.write.cluster_group import ClusterSpec, rewrite_group
 
 TasksDone = Callable[[int, int], None]  # (groups finished, groups in all)
@@ -75,3 +76,22 @@ class SparkClusteringExecutor:
             if done != last:
                 last = done
                 on_tasks(done, total)
+
+
+class SparkExecutor(ClusteringExecutor):
+    """The clustering executor of the Spark engine (reports progress per finished task)."""
+
+    def __init__(self, spark: object) -> None:
+        self.spark = spark
+
+    def run(
+        self, spec: ClusterSpec, groups: Sequence[ClusteringGroup], on_progress: ProgressCallback | None
+    ) -> list[WriteStat]:
+        def tasks_done(done: int, total: int) -> None:
+            if on_progress is not None:
+                on_progress(ClusteringProgress(done, total))
+
+        stats = SparkClusteringExecutor(self.spark).rewrite(spec, groups, tasks_done)
+        if on_progress is not None:
+            on_progress(ClusteringProgress(len(groups), len(groups), len(stats), sum(s.file_size for s in stats)))
+        return stats

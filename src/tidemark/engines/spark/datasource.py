@@ -66,7 +66,7 @@ class TidemarkDataSource(DataSource):
         return "tidemark"
 
     def _plan(self) -> tuple[Any, Any, Any]:
-        from tidemark.table import Table
+        from tidemark.read.table import ReadableTable as Table
 
         opts = _normalize(dict(self.options))
         if "path" not in opts:

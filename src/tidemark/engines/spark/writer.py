@@ -28,23 +28,31 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
+from tidemark.engines.spark.bulk import write_bulk
+from tidemark.engines.spark.dedup import dedup_by_key
+from tidemark.engines.spark.expressions import (
+    HASH_COLUMN,
+    bucket_of,
+    case_when,
+    estimated_bytes,
+    key_hash,
+    sql_text,
+)
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
+from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table, task_token
 from tidemark.engines.spark.tasks import balance, partition_keys
-from tidemark.errors import EarlyConflictError, NullRecordKeyError
+from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, RecordMerger, dedup_records
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, write_file_group
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
 
-_SEQ = "_tm_seq"
-_HASH = "_tm_hash"
 _TASK = "_tm_task"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
@@ -60,123 +68,6 @@ ROUTE_BY_EXPRESSION = 64
 # rows find their task by an expression, so its size grows with the groups); beyond, hashing
 # spreads many groups evenly enough.
 BALANCE_GROUPS = 64
-
-STATS_DDL = (
-    "partition_path string, file_id string, path string, prev_commit string, "
-    "prev_base_file string, num_writes long, num_inserts long, num_updates long, "
-    "num_deletes long, file_size long, write_ms long, base_file string, log_files string"
-)
-
-
-def _stat_row(s: WriteStat) -> dict[str, object]:
-    return {
-        "partition_path": s.partition_path,
-        "file_id": s.file_id,
-        "path": s.path,
-        "prev_commit": s.prev_commit,
-        "prev_base_file": s.prev_base_file,
-        "num_writes": s.num_writes,
-        "num_inserts": s.num_inserts,
-        "num_updates": s.num_updates,
-        "num_deletes": s.num_deletes,
-        "file_size": s.file_size,
-        "write_ms": s.total_write_time_ms,
-        "base_file": s.base_file,
-        "log_files": ",".join(s.log_files) if s.log_files else None,  # file names hold no comma
-    }
-
-
-_STATS_SCHEMA = pa.schema(
-    [
-        ("partition_path", pa.string()),
-        ("file_id", pa.string()),
-        ("path", pa.string()),
-        ("prev_commit", pa.string()),
-        ("prev_base_file", pa.string()),
-        ("num_writes", pa.int64()),
-        ("num_inserts", pa.int64()),
-        ("num_updates", pa.int64()),
-        ("num_deletes", pa.int64()),
-        ("file_size", pa.int64()),
-        ("write_ms", pa.int64()),
-        ("base_file", pa.string()),
-        ("log_files", pa.string()),
-    ]
-)
-
-
-def _stats_table(stats: Sequence[WriteStat]) -> pa.Table:
-    return pa.Table.from_pylist([_stat_row(s) for s in stats], schema=_STATS_SCHEMA)
-
-
-def _stat_from_row(row: object) -> WriteStat:
-    r = row.asDict()  # type: ignore[attr-defined]
-    return WriteStat(
-        partition_path=r["partition_path"],
-        file_id=r["file_id"],
-        path=r["path"],
-        prev_commit=r["prev_commit"],
-        prev_base_file=r["prev_base_file"],
-        num_writes=r["num_writes"],
-        num_inserts=r["num_inserts"],
-        num_updates=r["num_updates"],
-        num_deletes=r["num_deletes"],
-        file_size=r["file_size"],
-        total_write_time_ms=r["write_ms"],
-        base_file=r["base_file"],
-        log_files=tuple(r["log_files"].split(",")) if r["log_files"] else (),
-        log_version=1 if r["log_files"] else None,
-        log_offset=0 if r["log_files"] else None,
-    )
-
-
-def _estimated_bytes(frame: DataFrame) -> int | None:
-    """Spark's estimate of ``frame``'s size (None where the plan cannot tell, as for a Python list
-    or an RDD, which Spark sizes at its huge default)."""
-    size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-    return size if size < (1 << 60) else None
-
-
-def _key_hash() -> Column:
-    """Where a record key falls in [0, 1): the insert buckets are ranges of this hash."""
-    return F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
-
-
-def _sql_text(value: str) -> str:
-    """``value`` as a Spark SQL string literal that no quote, backslash or parser setting breaks."""
-    return f"CAST(X'{value.encode().hex()}' AS STRING)" if value else "''"
-
-
-def _case(whens: Sequence[tuple[str, str]], null_type: str) -> Column:
-    """``CASE WHEN condition THEN value ... END`` (null when none holds), parsed from SQL text.
-
-    One parse: building the same expression with the Column API costs a few py4j calls per
-    branch, 0.1 s for 4 branches and 0.8 s for 64.
-    """
-    if not whens:
-        return F.lit(None).cast(null_type)
-    return F.expr("CASE " + " ".join(f"WHEN {cond} THEN {value}" for cond, value in whens) + " END")
-
-
-def _bucket_of(buckets: Sequence[InsertBucket]) -> Column:
-    """The file id of the bucket that takes a row, as one ``CASE`` expression over the key hash
-    column ``_HASH`` (null if no bucket takes it)."""
-    pp, h = f"`{PARTITION_PATH}`", f"`{_HASH}`"
-    return _case(
-        [(f"{pp} = {_sql_text(b.partition_path)} AND {h} >= {b.low!r}D AND {h} < {b.high!r}D", _sql_text(b.file_id))
-         for b in buckets],
-        "string",
-    )
-
-
-def _task_token() -> tuple[str, int]:
-    from pyspark import TaskContext
-
-    tc = TaskContext.get()
-    if tc is None:  # pragma: no cover - only inside Spark tasks
-        return write_token(0, 0, 0), 0
-    return write_token(tc.partitionId(), tc.stageId(), tc.taskAttemptId()), tc.partitionId()
-
 
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC")
@@ -223,28 +114,14 @@ class SparkWritePipeline:
 
     # -- running write jobs -----------------------------------------------------------------
     def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
-        """Collect the stats of a write job, run in its own job group so it can be cancelled.
-
-        A task that stopped at an early conflict fails the job; its EarlyConflictError comes
-        back to the driver as text inside Spark's error and is raised again here, typed.
-        """
+        """Collect the stats of a write job, in a job group of its own so that
+        :meth:`cancel_write` can cancel it (:func:`~tidemark.engines.spark.stats.run_stats_job`)."""
         if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
             raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
-        sc = self.spark.sparkContext
-        keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
-        saved = {key: sc.getLocalProperty(key) for key in keys}  # the caller's own job group, if any
         self._job_group = f"tidemark-write-{self.spec.instant_time}"
-        sc.setJobGroup(self._job_group, f"tidemark write {self.spec.instant_time}", interruptOnCancel=True)
         try:
-            return [_stat_from_row(r) for r in frame.collect()]
-        except Exception as failure:
-            early = EarlyConflictError.from_text(str(failure))
-            if early is not None:
-                raise early from None
-            raise
+            return run_stats_job(self.spark, frame, self._job_group, f"tidemark write {self.spec.instant_time}")
         finally:
-            for key, value in saved.items():
-                sc.setLocalProperty(key, value)  # type: ignore[arg-type]
             self._job_group = None
 
     def cancel_write(self) -> None:
@@ -379,7 +256,7 @@ class SparkWritePipeline:
             return False
         if layout.partition_fields and PARTITION_PATH in df.columns:
             return False
-        self.batch_key_bytes = _estimated_bytes(df.select(RECORD_KEY))
+        self.batch_key_bytes = estimated_bytes(df.select(RECORD_KEY))
         return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
 
     def persist_profiled(self, tagged: DataFrame) -> tuple[DataFrame, WorkloadProfile]:
@@ -447,52 +324,8 @@ class SparkWritePipeline:
         )
 
     def dedup(self, df: DataFrame) -> DataFrame:
-        """One record per key, merged with the table's merger.
-
-        Commit-time and event-time ordering keep one whole record (max_by: the greatest
-        ordering values, then the last occurrence); other mergers run on the rows of each key,
-        shuffled together, in arrival order (:func:`tidemark.merge.dedup_records` in tasks).
-        """
-        # One partition path for all rows (a non-partitioned table): grouping by the key alone
-        # shuffles the batch the way the index join (on the key) needs it, so the join does not
-        # shuffle it again; the path is put back after.
-        one_path = not self.layout.partition_fields and PARTITION_PATH in df.columns
-        keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in df.columns and not (one_path and c == PARTITION_PATH)]
-        if not self.layout.merge.max_by_dedup:
-            if one_path:
-                return self._dedup_with_merger(df.drop(PARTITION_PATH), keys).withColumn(PARTITION_PATH, F.lit(""))
-            return self._dedup_with_merger(df, keys)
-        value_cols = [c for c in df.columns if c not in keys and c != PARTITION_PATH]
-        present = [c for c in self.layout.ordering_fields if c in df.columns]
-        order = [F.col(c) for c in present] + [F.col(_SEQ)]
-        with_seq = df.select(*keys, *value_cols, F.monotonically_increasing_id().alias(_SEQ))
-        if not value_cols:
-            deduped = with_seq.groupBy(*keys).agg(F.lit(0).alias("_w"))
-        else:
-            winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
-            deduped = with_seq.groupBy(*keys).agg(winner)
-        # The columns in the batch's order; a non-partitioned table's one path as a constant.
-        out = [F.lit("").alias(c) if one_path and c == PARTITION_PATH
-               else F.col(c) if c in keys else F.col(f"_w.{c}").alias(c) for c in df.columns]
-        return deduped.select(*out)
-
-    def _dedup_with_merger(self, df: DataFrame, keys: list[str]) -> DataFrame:
-        merge_config, user_schema = self.layout.merge, self.user_schema
-        columns = df.columns
-
-        def dedup_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            merger = merge_config.merger(user_schema)
-            received = list(batches)
-            if not received:
-                return
-            table = pa.Table.from_batches(received)
-            table = table.sort_by(_SEQ).drop_columns([_SEQ])
-            yield from dedup_records(merger, table, keys=keys).select(columns).to_batches()
-
-        # The id reflects the batch's order; rows of one key meet in one task, merged in that order.
-        with_seq = df.withColumn(_SEQ, F.monotonically_increasing_id())
-        shuffled = with_seq.repartition(*[F.col(k) for k in keys])
-        return shuffled.mapInArrow(dedup_partition, df.schema)
+        """One record per key, merged with the table's merger (:func:`.dedup.dedup_by_key`)."""
+        return dedup_by_key(df, self.layout, self.user_schema)
 
     # -- frame helpers ------------------------------------------------------------------
     def schema_of(self, frame: DataFrame) -> pa.Schema:
@@ -652,18 +485,19 @@ class SparkWritePipeline:
         """
         if len(buckets) <= ROUTE_BY_EXPRESSION:
             # A row that no bucket takes is dropped, as the join drops it.
-            routed = inserts.withColumn(_HASH, _key_hash()).withColumn(FILE_ID_COLUMN, _bucket_of(buckets))
-            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
-        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(_HASH, _key_hash())
+            routed = inserts.withColumn(HASH_COLUMN, key_hash()).withColumn(FILE_ID_COLUMN, bucket_of(buckets))
+            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(HASH_COLUMN)
+        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(HASH_COLUMN, key_hash())
         rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
         ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
         cond = (
             (hashed[PARTITION_PATH] == ranges["_b_pp"])
-            & (hashed[_HASH] >= ranges["_b_low"])
-            & (hashed[_HASH] < ranges["_b_high"])
+            & (hashed[HASH_COLUMN] >= ranges["_b_low"])
+            & (hashed[HASH_COLUMN] < ranges["_b_high"])
         )
         joined = hashed.join(F.broadcast(ranges), cond, "inner")
-        return joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid")).drop(_HASH, "_b_pp", "_b_fid", "_b_low", "_b_high")
+        routed = joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid"))
+        return routed.drop(HASH_COLUMN, "_b_pp", "_b_fid", "_b_low", "_b_high")
 
     def route(self, tagged: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
         """The rows to write: existing keys keep their file group, new keys get their bucket's.
@@ -673,10 +507,10 @@ class SparkWritePipeline:
         """
         if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
             # The hash is a column of its own so that Spark computes it once, not once per bucket.
-            file_id = F.coalesce(F.col(FILE_ID_COLUMN), _bucket_of(buckets))
-            hashed = tagged.withColumn(_HASH, _key_hash())
+            file_id = F.coalesce(F.col(FILE_ID_COLUMN), bucket_of(buckets))
+            hashed = tagged.withColumn(HASH_COLUMN, key_hash())
             rows = hashed.withColumns({FILE_ID_COLUMN: file_id, OP_COLUMN: F.lit(OP_UPSERT)})
-            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(_HASH)
+            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(HASH_COLUMN)
         updates, inserts = self.split(tagged)
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
@@ -700,7 +534,7 @@ class SparkWritePipeline:
         def write_group(table: pa.Table) -> pa.Table:
             if _TASK in table.column_names:
                 table = table.drop_columns([_TASK])
-            token, task_partition = _task_token()
+            token, task_partition = task_token()
             partition = table.column(PARTITION_PATH)[0].as_py()
             file_id = table.column(FILE_ID_COLUMN)[0].as_py()
             stat = write_file_group(
@@ -712,7 +546,7 @@ class SparkWritePipeline:
                 token=token,
                 task_partition=task_partition,
             )
-            return _stats_table([stat])
+            return stats_table([stat])
 
         # One task per file group up to a few per core: a task's cost is rewriting whole base files,
         # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
@@ -722,8 +556,8 @@ class SparkWritePipeline:
             placed = balance(weights, tasks)
             keys = partition_keys(max(placed.values()) + 1)
             # Null for a group the driver did not expect: hashed onto a task, still whole.
-            task = _case(
-                [(f"`{FILE_ID_COLUMN}` = {_sql_text(file_id)} AND `{PARTITION_PATH}` = {_sql_text(partition)}",
+            task = case_when(
+                [(f"`{FILE_ID_COLUMN}` = {sql_text(file_id)} AND `{PARTITION_PATH}` = {sql_text(partition)}",
                   str(keys[number])) for (partition, file_id), number in placed.items()],
                 "int",
             )
@@ -735,60 +569,6 @@ class SparkWritePipeline:
             grouped = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN).groupBy(PARTITION_PATH, FILE_ID_COLUMN)
         return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL))
 
-    def compact_slices(self, spec: WriteSpec, merger: RecordMerger, operations: Sequence[Any]) -> list[WriteStat]:
-        """Compaction: one Spark task per planned file slice (services.compaction.compact_slice);
-        ``merger`` (the table's, built on the driver) is shipped to the tasks."""
-        import json
-
-        from tidemark.services.compaction import CompactionOperation, compact_slice
-        from tidemark.storage import LocalStorage
-
-        self.spec = spec
-
-        def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for b in batches:
-                for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
-                    operation = CompactionOperation.from_avro(json.loads(op))
-                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task, merger)
-                    yield from _stats_table([stat]).to_batches()
-
-        rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
-        tasks = min(len(rows), self.spark.sparkContext.defaultParallelism * 4) or 1
-        ops = self.spark.createDataFrame(rows, "task int, op string").repartition(tasks)
-        compacted = {op.file_id: len(op.log_files) for op in operations}
-        stats = self._run_write_job(ops.mapInArrow(run, STATS_DDL))
-        from dataclasses import replace
-
-        return [replace(s, log_files_compacted=compacted.get(s.file_id, 0)) for s in stats]
-
-    def _keys_in_tasks(self) -> bool:
-        """Whether the tasks can compute the key and partition path themselves (with Arrow)."""
-        fields = (*self.layout.record_key_fields, *self.layout.partition_fields)
-        return all(text_matches_spark(self.user_schema.field(name).type) for name in fields)
-
     def write_bulk(self, df: DataFrame) -> list[WriteStat]:
-        spec, layout = self.spec, self.layout
-        # Computing the two key columns in the task costs a fraction of handing them over from
-        # the JVM, which is about a fifth of a bulk_insert's time (benchmarks/profile_bulk.py).
-        keys_in_tasks = self._keys_in_tasks()
-        if keys_in_tasks:
-            df = df.drop(RECORD_KEY, PARTITION_PATH)
-
-        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            token, task_partition = _task_token()
-            if keys_in_tasks:
-                batches = (
-                    with_key_columns(
-                        b, layout.record_key_fields, layout.partition_fields,
-                        hive_style=layout.hive_style, url_encode=layout.url_encode,
-                    )
-                    for b in batches
-                )
-            stats = list(write_new_files(spec, batches, token=token, task_partition=task_partition))
-            if stats:
-                yield from _stats_table(stats).to_batches()
-
-        if self.parallelism:
-            df = df.repartition(self.parallelism)
-        out = df.mapInArrow(write_partition, STATS_DDL)
-        return self._run_write_job(out)
+        """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
+        return write_bulk(df, self.spec, self.layout, self.user_schema, self.parallelism, self._run_write_job)

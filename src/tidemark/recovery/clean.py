@@ -38,16 +38,21 @@ from typing import Any
 from tidemark.concurrency.conflict import undone_by_rollback
 from tidemark.concurrency.heartbeat import Heartbeat, HeartbeatPolicy
 from tidemark.config.resolve import CleanConfig, CleanPolicy
-from tidemark.errors import BaseFileGoneError, CorruptInstantError, RolledBackConflictError, WriteConflictError
+from tidemark.errors import (
+    BaseFileGoneError,
+    CorruptInstantError,
+    DataFileNotFoundError,
+    RolledBackConflictError,
+    WriteConflictError,
+)
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
-from tidemark.services.rollback import RollbackResult
+from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import format_instant_time, parse_instant_time
 
-_PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
 _DATA_WRITES = {Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING, Action.COMPACTION}
 
 log = logging.getLogger(__name__)
@@ -364,7 +369,7 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
         inflight = instant_file_name(plan.instant_time, Action.CLEAN, State.INFLIGHT)
         storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", plan.to_avro())
         # After the inflight file exists, so a savepoint taken from now on waits for this
-        # clean, and one taken before is seen here (see services/savepoint.py).
+        # clean, and one taken before is seen here (see recovery/savepoint.py).
         timeline = Timeline.load(storage)
         saved = savepointed_files(storage, timeline)
         partitions: dict[str, dict[str, list[str]]] = {}
@@ -438,7 +443,9 @@ def finish_pending_clean(
     return execute_clean(storage, ScheduledClean(plan, beat))
 
 
-def superseded_base_file(storage: Storage, failure: BaseException) -> WriteConflictError | None:
+def superseded_base_file(
+    storage: Storage, failure: DataFileNotFoundError | FileNotFoundError
+) -> WriteConflictError | None:
     """The conflict behind a write that found its base file gone, or None if it was not that.
 
     :class:`RolledBackConflictError` when a rollback (or restore) of the instant that wrote
@@ -449,14 +456,17 @@ def superseded_base_file(storage: Storage, failure: BaseException) -> WriteConfl
     version that vanished under a writer was superseded by a commit the writer's snapshot
     did not contain: the same write-write conflict the commit check would report.
 
-    ``failure`` is the FileNotFoundError of the Arrow engine, or the error a Spark job
-    raised for it (its message names the file).
+    ``failure`` names the files an engine found gone: a FileNotFoundError, or the
+    :class:`DataFileNotFoundError` an engine raises for it (the Spark engine reads them from
+    its job's error, :mod:`tidemark.engines.spark.errors`).
     """
     base = storage.full_path("").rstrip("/") + "/"
-    if isinstance(failure, FileNotFoundError) and (failure.filename or failure.args):
+    if isinstance(failure, DataFileNotFoundError):
+        candidates = list(failure.paths)
+    elif failure.filename or failure.args:
         candidates = [str(failure.filename or failure.args[0])]
     else:
-        candidates = [m.group(0) for m in _PARQUET_PATH.finditer(str(failure))]
+        return None
     candidates = [re.sub(r"^/+", "/", c.removeprefix("file:")) for c in candidates]
     missing = [c for c in candidates if c.startswith(base) and not storage.exists(c[len(base):])]
     if not missing:

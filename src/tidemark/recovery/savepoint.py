@@ -37,8 +37,8 @@ from tidemark.errors import InstantNotFoundError, NotSavepointedError, TidemarkE
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.fsview import FileSystemView
-from tidemark.services.clean import last_clean_earliest_to_retain
-from tidemark.services.rollback import RollbackResult, rollback
+from tidemark.recovery.clean import last_clean_earliest_to_retain
+from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 

@@ -1,0 +1,95 @@
+"""The engine seam: what ``Table`` asks of an engine, chosen once when a table is opened.
+
+An engine runs the data-parallel work and nothing else: the write pipeline (the client in
+:mod:`tidemark.write.client` runs the write and the commit protocol), reads of a read plan,
+and the executors of compaction and clustering (the services in :mod:`tidemark.services`
+plan, lock and commit). Two engines implement it: :class:`~tidemark.engines.arrow.engine.ArrowEngine`
+(in this process, on pyarrow tables) and :class:`~tidemark.engines.spark.engine.SparkEngine`
+(Spark jobs; a Spark Connect session can be a variant of it). ``Table`` never asks which one
+it has.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from tidemark.config import WriteConfig
+from tidemark.errors import DataFileNotFoundError, TidemarkError
+from tidemark.merge import RecordMerger
+from tidemark.read.plan import ReadPlan
+from tidemark.services.cluster import ClusteringExecutor
+from tidemark.services.compaction import SliceRunner
+from tidemark.storage import Storage
+from tidemark.write.client import PipelineFactory  # (spec, user schema, operation) -> one write's pipeline
+from tidemark.write.engine import TableLayout
+
+__all__ = ["Engine", "PipelineFactory", "missing_data_files", "typed_engine_errors"]
+
+
+class Engine(Protocol):
+    """Arrow or Spark: the write pipelines, the reader, and the services' executors."""
+
+    @property
+    def session(self) -> Any:
+        """The engine's session (a SparkSession), or None for the in-process engine."""
+
+    def pipelines(self, layout: TableLayout, config: WriteConfig) -> PipelineFactory:
+        """Builds the pipeline of each write (one per write: pipelines hold per-write state)."""
+
+    def write_session(self) -> contextlib.AbstractContextManager[None]:
+        """The engine's settings for the span of one write, and its errors made typed: a data
+        file the write found gone raises :class:`DataFileNotFoundError`
+        (:func:`typed_engine_errors`)."""
+
+    def read(
+        self,
+        storage: Storage,
+        plan: ReadPlan,
+        schema: pa.Schema | None,
+        *,
+        merger: RecordMerger | None,
+        delete_ordering_field: str | None,
+    ) -> Any:
+        """The rows of ``plan`` as the engine's frame (meta columns, then user columns)."""
+
+    def frame(self, rows: pa.Table) -> Any:
+        """A small pyarrow table computed in this process, as the engine's frame."""
+
+    def slice_runner(self) -> SliceRunner | None:
+        """How compaction runs its file slices (None: one after the other in this process)."""
+
+    def clustering_executor(self) -> ClusteringExecutor:
+        """How clustering rewrites its groups."""
+
+
+# A parquet path in an engine's error message (a Spark job's FAILED_READ_FILE.FILE_NOT_EXIST).
+_PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
+
+
+def missing_data_files(failure: BaseException) -> tuple[str, ...]:
+    """The data files an engine's error names: a FileNotFoundError's file, or the parquet paths
+    in the message of an error an engine raises in its own words (a Spark job's Java exception
+    reaches Python as text only)."""
+    if isinstance(failure, FileNotFoundError) and (failure.filename or failure.args):
+        return (str(failure.filename or failure.args[0]),)
+    return tuple(m.group(0) for m in _PARQUET_PATH.finditer(str(failure)))
+
+
+@contextlib.contextmanager
+def typed_engine_errors() -> Iterator[None]:
+    """Raise an engine's error that names data files as :class:`DataFileNotFoundError` (the
+    write decides whether a file was superseded); TidemarkErrors and other errors pass."""
+    try:
+        yield
+    except TidemarkError:
+        raise
+    except Exception as failure:
+        paths = missing_data_files(failure)
+        if not paths:
+            raise
+        raise DataFileNotFoundError(paths, failure) from failure

@@ -1,0 +1,78 @@
+"""The Spark engine: writes, reads, compaction and clustering as Spark jobs."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from tidemark.config import WriteConfig
+from tidemark.engines.base import PipelineFactory, typed_engine_errors
+from tidemark.engines.spark.cluster import SparkExecutor
+from tidemark.engines.spark.compaction import compact_slices
+from tidemark.engines.spark.datasource import register
+from tidemark.engines.spark.reader import arrow_to_spark, read_plan
+from tidemark.engines.spark.session import write_session
+from tidemark.engines.spark.writer import SparkWritePipeline
+from tidemark.merge import RecordMerger
+from tidemark.read.plan import ReadPlan
+from tidemark.services.cluster import ClusteringExecutor
+from tidemark.services.compaction import CompactionOperation, SliceRunner
+from tidemark.storage import Storage
+from tidemark.write.engine import TableLayout
+from tidemark.write.file_group import WriteSpec
+
+
+class SparkEngine:
+    """See :class:`tidemark.engines.base.Engine`. Creating it registers the ``tidemark`` data
+    source in the session."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        register(spark)
+
+    @property
+    def session(self) -> Any:
+        return self.spark
+
+    def pipelines(self, layout: TableLayout, config: WriteConfig) -> PipelineFactory:
+        spark = self.spark
+
+        def make(spec: WriteSpec, schema: pa.Schema, operation: str) -> Any:  # a WritePipeline
+            parallelism = config.bulk_insert_parallelism if operation == "bulk_insert" else config.upsert_parallelism
+            return SparkWritePipeline(spark, layout, spec, schema, parallelism=parallelism, operation=operation)
+
+        return make
+
+    @contextlib.contextmanager
+    def write_session(self) -> Iterator[None]:
+        with write_session(self.spark), typed_engine_errors():
+            yield
+
+    def read(
+        self,
+        storage: Storage,
+        plan: ReadPlan,
+        schema: pa.Schema | None,
+        *,
+        merger: RecordMerger | None,
+        delete_ordering_field: str | None,
+    ) -> Any:
+        return read_plan(self.spark, storage, plan, schema, merger=merger, delete_ordering_field=delete_ordering_field)
+
+    def frame(self, rows: pa.Table) -> Any:
+        return arrow_to_spark(self.spark, rows)
+
+    def slice_runner(self) -> SliceRunner | None:
+        spark = self.spark
+
+        def run(spec: WriteSpec, merger: RecordMerger, operations: list[CompactionOperation]) -> list[Any]:
+            return compact_slices(spark, spec, merger, operations)
+
+        return run
+
+    def clustering_executor(self) -> ClusteringExecutor:
+        return SparkExecutor(self.spark)

@@ -1,0 +1,160 @@
+"""Creating a table (its folders and ``hoodie.properties``) and opening one.
+
+Creating validates every name and option before anything is written, and writes
+``hoodie.properties`` last: until it exists the folder is not a table. Opening loads
+``hoodie.properties``, checks the stored schema names the key fields, and refuses
+table-level options that disagree with what the table stores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pyarrow as pa
+
+from tidemark.concurrency.writer_settings import WriterSettings
+from tidemark.config import WriteConfig, resolve_write_config
+from tidemark.config.resolve import parse_option, validate_keys
+from tidemark.config.table_options import (
+    URL_ENCODE_KEY,
+    check_fixed_options,
+    column_names,
+    index_options,
+    merge_options,
+    write_options,
+)
+from tidemark.errors import ConfigError, TableExistsError
+from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
+from tidemark.format.properties import (
+    COPY_ON_WRITE,
+    MERGE_ON_READ,
+    PROPERTIES_PATH,
+    TableConfig,
+    format_properties,
+)
+from tidemark.format.schema import avro_schema_json
+from tidemark.merge import MergeConfig
+from tidemark.merge.config import format_column_groups
+from tidemark.read.table import open_properties
+from tidemark.storage import LocalStorage, Storage
+from tidemark.write.bucket import BucketSpec
+from tidemark.write.nbcc import check_table_supports
+
+
+@dataclass(frozen=True)
+class OpenedTable:
+    """A table's storage, its stored configuration and the writer's configuration."""
+
+    storage: Storage
+    config: TableConfig
+    write_config: WriteConfig
+    schema: pa.Schema | None = None  # the schema given at create time, if any
+
+
+def create_table(
+    path: str,
+    *,
+    record_key: str | Sequence[str],
+    partition_by: str | Sequence[str] = (),
+    ordering_field: str | Sequence[str] | None = None,
+    table_type: str = COPY_ON_WRITE,
+    options: Mapping[str, Any] | None = None,
+    schema: Any = None,
+    to_arrow: Callable[[Any], pa.Schema | None] = lambda s: s,
+) -> OpenedTable:
+    """Create an empty table at ``path`` (a new or empty folder); see ``Table.create``.
+
+    ``to_arrow`` turns ``schema`` into a pyarrow schema (an engine's schema types).
+    """
+    keys = column_names(record_key, "record_key")
+    if not keys:
+        raise ConfigError("record_key needs at least one column name")
+    partitions = column_names(partition_by, "partition_by")
+    ordering = column_names(ordering_field, "ordering_field")
+    table_type = str(table_type).upper()
+    if table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
+        raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
+    raw = validate_keys(options or {})
+    write_config = resolve_write_config(write_options(raw))
+    storage = LocalStorage(path)
+    if storage.exists(PROPERTIES_PATH):
+        raise TableExistsError(path, "a table already exists there; use Table.open")
+    if storage.exists("") and not os.path.isdir(storage.base_path):
+        raise TableExistsError(path, "it is a file")
+    if storage.exists("") and not storage.is_empty_dir(""):
+        raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
+    arrow_schema = to_arrow(schema)
+    name = raw.get("hoodie.table.name") or os.path.basename(storage.base_path.rstrip("/")) or "table"
+    given = merge_options(raw)
+    merge = MergeConfig.build(
+        mode=given.mode,
+        ordering_fields=ordering,
+        partial_update_mode=given.partial_update_mode,
+        column_groups=given.column_groups,
+        custom_class=given.custom_class,
+    )
+    ordering = merge.ordering_fields
+    if arrow_schema is not None:
+        for role, cols in (("record key", keys), ("partition", partitions), ("ordering", ordering)):
+            absent = [c for c in cols if c not in arrow_schema.names]
+            if absent:
+                raise ConfigError(f"the schema lacks the {role} column(s) {absent}")
+        merge.check_schema(arrow_schema, key_fields=keys, partition_fields=partitions)
+        from tidemark.write.validate import check_key_types, check_storable, storable_schema
+
+        arrow_schema = storable_schema(arrow_schema)
+        check_key_types(arrow_schema, keys, partitions)
+        check_storable(arrow_schema)
+    config = TableConfig(
+        name=name,
+        table_type=table_type,
+        record_key_fields=keys,
+        partition_fields=partitions,
+        ordering_fields=ordering,
+        hive_style_partitioning=parse_option("hoodie.datasource.write.hive_style_partitioning", raw),
+        partition_url_encode=parse_option(URL_ENCODE_KEY, raw),
+        create_schema=avro_schema_json(arrow_schema, name) if arrow_schema is not None else None,
+        database=parse_option("hoodie.database.name", raw),
+        **_merge_fields(merge),
+        **_index_fields(raw, keys),
+    )
+    check_table_supports(write_config, config)
+    # A table created for several writers records their settings at once (see set_concurrency).
+    settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
+    config = replace(config, extra={**config.extra, **settings.to_properties()})
+    for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
+        os.makedirs(storage.full_path(folder), exist_ok=True)
+    # hoodie.properties last: until it exists the folder is not a table.
+    storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
+    return OpenedTable(storage, config, write_config, arrow_schema)
+
+
+def open_table(path: str, options: Mapping[str, Any] | None = None) -> OpenedTable:
+    """Open the table at ``path``; TableNotFoundError if there is none, ConfigError for options
+    that disagree with the table."""
+    write_config = resolve_write_config(write_options(validate_keys(options or {})))
+    storage, config, props = open_properties(path)
+    check_fixed_options(validate_keys(options or {}), props)
+    check_table_supports(write_config, config)
+    return OpenedTable(storage, config, write_config)
+
+
+def _merge_fields(merge: MergeConfig) -> dict[str, Any]:
+    return {
+        "record_merge_mode": merge.mode,
+        "partial_update_mode": "IGNORE_DEFAULTS" if merge.partial_update else None,
+        "merge_column_groups": format_column_groups(merge.column_groups) if merge.column_groups else None,
+        "custom_merger_class": merge.custom_class,
+    }
+
+
+def _index_fields(raw: Mapping[str, str], keys: tuple[str, ...]) -> dict[str, Any]:
+    index = index_options(raw, keys)
+    if index.index_type != "BUCKET":
+        return {"index_type": index.index_type}
+    assert index.num_buckets is not None  # the option has a default
+    spec = BucketSpec(index.num_buckets, index.hash_fields, keys)
+    return {"index_type": "BUCKET", "bucket_num_buckets": spec.num_buckets, "bucket_hash_fields": spec.hash_fields}
