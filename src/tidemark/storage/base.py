@@ -15,7 +15,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeAlias
+
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    from tidemark.storage.location import StorageLocation
+
+# What parquet and log readers take: a local file name, or an in-memory file read from a store.
+DataSource: TypeAlias = str | pa.NativeFile
 
 
 class CreateOutcome(enum.Enum):
@@ -51,8 +59,39 @@ class FileInfo:
         return self.path.rsplit("/", 1)[-1]
 
 
+class OutputFile(Protocol):
+    """A file being written (see :meth:`Storage.open_output`).
+
+    ``sink`` is what pyarrow writers take (a local file name, or an in-memory stream);
+    :meth:`size` is the bytes written so far; :meth:`commit` publishes the file (a no-op on the
+    local file system, the one put on an object store). Writers must be closed before commit.
+    """
+
+    @property
+    def sink(self) -> str | pa.NativeFile: ...
+
+    def size(self) -> int: ...
+
+    def commit(self) -> int:
+        """Publish the file; returns its final size in bytes."""
+        ...
+
+
 class Storage(Protocol):
     """Files under one base path."""
+
+    @property
+    def location(self) -> StorageLocation:
+        """The picklable URI + options that reopen this storage (in a Spark task, say)."""
+        ...
+
+    def open_input(self, path: str) -> DataSource:
+        """A source pyarrow and the log reader can read ``path`` from; FileNotFoundError if absent."""
+        ...
+
+    def open_output(self, path: str) -> OutputFile:
+        """Start writing ``path`` (folders created as needed); nothing is visible before commit()."""
+        ...
 
     @property
     def base_path(self) -> str: ...

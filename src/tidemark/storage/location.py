@@ -51,7 +51,11 @@ class StorageLocation:
 def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
     """Open the storage of a table at ``uri``.
 
-    Local paths and ``file://`` URIs give :class:`~tidemark.storage.local.LocalStorage`.
+    Local paths and ``file://`` URIs give :class:`~tidemark.storage.local.LocalStorage`;
+    ``s3://`` (AWS or any S3-compatible endpoint), ``gs://``, ``az://`` and ``abfs[s]://`` give
+    :class:`~tidemark.storage.object_store.ObjectStorage`, configured by ``storage_options``
+    (the keys hudi-rs and delta-rs take, such as ``aws_endpoint_url`` or ``aws_region``) and else by
+    the standard environment variables. ConfigError for any other scheme.
     """
     from tidemark.storage.local import LocalStorage
 
@@ -59,6 +63,12 @@ def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> 
         return LocalStorage(uri[len("file://"):] or "/")
     if "://" not in uri:
         return LocalStorage(os.path.expanduser(uri))
-    from tidemark.errors import TidemarkError
+    from tidemark.storage.object_store import SCHEMES, ObjectStorage
 
-    raise TidemarkError(f"unsupported table URI {uri!r}: object stores are not supported yet")
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme not in SCHEMES:
+        from tidemark.errors import ConfigError
+
+        raise ConfigError(
+            f"unsupported table URI {uri!r}: use a local path, file://, s3://, gs://, az:// or abfs[s]://")
+    return ObjectStorage(uri, {str(k): str(v) for k, v in (storage_options or {}).items()})
