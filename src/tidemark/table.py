@@ -59,7 +59,8 @@ from tidemark.services.clean import (
 )
 from tidemark.services.rollback import RollbackResult, find_instant, rollback
 from tidemark.services.savepoint import RestoreResult, SavepointResult, create_savepoint, delete_savepoint, restore
-from tidemark.storage import LocalStorage, Storage
+from tidemark.storage import Storage
+from tidemark.storage.location import open_storage
 from tidemark.timeline import Action, Instant, State, Timeline
 
 if TYPE_CHECKING:
@@ -194,8 +195,13 @@ class Table:
         table_type: str = COPY_ON_WRITE,
         options: Mapping[str, Any] | None = None,
         schema: Any = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> Table:
         """Create an empty table at ``path`` (a new or empty folder).
+
+        ``path`` is a local path or a URI (``file://``, ``s3://``, ``gs://``, ``az://``,
+        ``abfs://``); ``storage_options`` are the object store's (hudi-rs / delta-rs keys such as
+        ``aws_endpoint_url``), the standard environment variables when absent.
 
         Raises TableExistsError if the path holds a table or any other file,
         ConfigError for bad names or options. ``schema`` (pyarrow, Spark
@@ -211,15 +217,16 @@ class Table:
             raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
         raw = validate_keys(options or {})
         write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
-        storage = LocalStorage(path)
+        storage = open_storage(path, storage_options)
+        local = storage.location.is_local
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(path, "a table already exists there; use Table.open")
-        if storage.exists("") and not os.path.isdir(storage.base_path):
+        if local and storage.exists("") and not os.path.isdir(storage.base_path):
             raise TableExistsError(path, "it is a file")
         if storage.exists("") and not storage.is_empty_dir(""):
             raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
         arrow_schema = _spark_to_arrow(schema)
-        name = raw.get("hoodie.table.name") or os.path.basename(storage.base_path.rstrip("/")) or "table"
+        name = raw.get("hoodie.table.name") or storage.base_path.rstrip("/").rsplit("/", 1)[-1] or "table"
         merge = _merge_settings(raw, ordering)
         ordering = merge.ordering_fields
         if arrow_schema is not None:
@@ -250,8 +257,8 @@ class Table:
         # A table created for several writers records their settings at once (see set_concurrency).
         settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
         config = replace(config, extra={**config.extra, **settings.to_properties()})
-        for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
-            os.makedirs(storage.full_path(folder), exist_ok=True)
+        for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
+            os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
         # hoodie.properties last: until it exists the folder is not a table.
         storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
         table = cls(storage, config, spark=spark, write_config=write_config)
@@ -259,12 +266,22 @@ class Table:
         return table
 
     @classmethod
-    def open(cls, path: str, *, spark: SparkSession | None, options: Mapping[str, Any] | None = None) -> Table:
-        """Open the table at ``path``. Raises TableNotFoundError if there is none."""
+    def open(
+        cls,
+        path: str,
+        *,
+        spark: SparkSession | None,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> Table:
+        """Open the table at ``path`` (a local path or URI, as in :meth:`create`).
+
+        Raises TableNotFoundError if there is none.
+        """
         write_config = resolve_write_config(
             {k: v for k, v in validate_keys(options or {}).items() if k not in _TABLE_KEYS}
         )
-        storage = LocalStorage(path)
+        storage = open_storage(path, storage_options)
         props = load_properties(storage.read_bytes)
         if props is None:
             detail = "the path does not exist" if not storage.exists("") else f"{PROPERTIES_PATH} is missing"
@@ -375,7 +392,13 @@ class Table:
             try:
                 with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
                     self._refuse_if_writes_alive(old, new)
-                    writer_settings.write_settings(self.storage, new)
+                    if not writer_settings.write_settings(self.storage, new, expected=old):
+                        from tidemark.errors import WriterSettingsError
+
+                        raise WriterSettingsError(
+                            f"{self.path}: the table's writer settings changed while they were being "
+                            "changed (another set_concurrency); check them and try again. Nothing was written.",
+                            recorded={}, given=new.options())
             finally:
                 if lock is not None:
                     lock.close()

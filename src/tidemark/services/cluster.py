@@ -329,6 +329,7 @@ class ClusteringService:
         spec = ClusterSpec(
             WriteSpec(
                 base_path=self.storage.base_path,
+                location=self.storage.location,
                 instant_time=scheduled.instant_time,
                 schema=file_schema,
                 ordering_fields=(),

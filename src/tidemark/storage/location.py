@@ -48,6 +48,18 @@ class StorageLocation:
         return open_storage(self.uri, self.options)
 
 
+_OPENED: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+
+
+def storage_of(location: StorageLocation) -> Storage:
+    """The storage of ``location``, opened once per process (tasks write many files to one table)."""
+    key = (location.uri, tuple(sorted((str(k), str(v)) for k, v in location.options.items())))
+    found = _OPENED.get(key)
+    if found is None:
+        found = _OPENED[key] = location.open()
+    return found
+
+
 def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
     """Open the storage of a table at ``uri``.
 

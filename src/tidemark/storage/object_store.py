@@ -14,6 +14,7 @@ what to do; messages are scrubbed of every secret option value.
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import io
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -164,7 +165,7 @@ class ObjectStorage:
         except FileNotFoundError as exc:
             if "NoSuchBucket" in str(exc) or "ContainerNotFound" in str(exc):
                 raise self._bucket_missing() from None
-            raise FileNotFoundError(f"{self.full_path(path)} not found") from None
+            raise FileNotFoundError(errno.ENOENT, "no such object", self.full_path(path)) from None
         except (PermissionDeniedError, UnauthenticatedError) as exc:
             raise self._denied(what, path, exc) from None
         except NotSupportedError as exc:

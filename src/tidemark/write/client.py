@@ -536,6 +536,7 @@ def bucket_spec(cfg: TableConfig) -> BucketSpec | None:
 def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
     return WriteSpec(
         base_path=client.storage.base_path,
+        location=client.storage.location,
         instant_time="",  # set once the instant exists
         schema=pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(user_schema)),
         ordering_fields=client.table_config.ordering_fields,

@@ -741,7 +741,6 @@ class SparkWritePipeline:
         import json
 
         from tidemark.services.compaction import CompactionOperation, compact_slice
-        from tidemark.storage import LocalStorage
 
         self.spec = spec
 
@@ -749,7 +748,7 @@ class SparkWritePipeline:
             for b in batches:
                 for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
                     operation = CompactionOperation.from_avro(json.loads(op))
-                    stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task, merger)
+                    stat = compact_slice(spec, spec.storage(), operation, task, merger)
                     yield from _stats_table([stat]).to_batches()
 
         rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
