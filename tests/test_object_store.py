@@ -56,3 +56,107 @@ def test_copy_on_write_table_on_s3_writes_reads_and_agrees_with_hudi_rs(moto_ser
     keys = [o["Key"] for o in moto_server.boto3_client("s3").list_objects_v2(Bucket=s3_bucket)["Contents"]]
     assert "t/.hoodie/hoodie.properties" in keys
     assert sum(k.startswith("t/.hoodie/timeline/") and k.endswith(".commit") for k in keys) == 3
+
+
+def test_merge_on_read_table_on_s3_compacts_and_agrees_with_hudi_rs(moto_server: Any, s3_bucket: str) -> None:
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts, table_type="MERGE_ON_READ")
+    table.bulk_insert(_batch((1, 0), (2, 0)))
+    table.upsert(_batch((1, 1)))
+    table.delete(pa.table({"id": [2], "part": ["p0"]}))
+    _agree(table, opts, [(1, 1)])
+    logs = [f.path for f in table.storage.walk_files("") if ".log." in f.name]
+    assert logs, "merge-on-read upserts append log files"
+    result = table.compact()
+    assert result is not None
+    timeline = Timeline.load(table.storage)
+    assert timeline.filter(actions=[Action.COMMIT], states=[State.COMPLETED])  # the compaction's commit
+    _agree(table, opts, [(1, 1)])
+    table.upsert(_batch((3, 3)))
+    _agree(table, opts, [(1, 1), (3, 3)])
+
+
+def test_clean_savepoint_and_restore_on_s3(moto_server: Any, s3_bucket: str) -> None:
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts, **{"hoodie.clean.commits.retained": "1"})
+    table.upsert(_batch((1, 0), (2, 0)))
+    saved = table.upsert(_batch((1, 1)))
+    expected = [(1, 1), (2, 0)]
+    table.savepoint(saved.instant_time)
+    for i in range(2, 5):
+        table.upsert(_batch((1, i), (3, i)))
+    cleaned = table.clean()
+    assert cleaned.deleted_files
+    assert all(not table.storage.exists(p) for p in cleaned.deleted_files)
+    _agree(table, opts, expected, as_of=saved.instant_time)
+    restored = table.restore(saved.instant_time)
+    assert len(restored.rollbacks) == 3
+    _agree(table, opts, expected)
+    table.upsert(_batch((5, 5)))
+    _agree(table, opts, [*expected, (5, 5)])
+
+
+def test_a_failed_write_on_s3_is_rolled_back(moto_server: Any, s3_bucket: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from tidemark.write.commit import CommitProtocol
+
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    table.upsert(_batch((1, 0), (2, 0)))
+
+    def die(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt("the writer died before publishing its commit")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(CommitProtocol, "complete", die)
+        with pytest.raises(KeyboardInterrupt):
+            table.upsert(_batch((1, 9), (4, 9)))
+    _agree(table, opts, [(1, 0), (2, 0)])  # nothing of the failed write is visible
+    # the writer rolled its own write back as it failed: a completed rollback, no data file left
+    timeline = Timeline.load(table.storage)
+    assert not timeline.pending
+    rollbacks = timeline.filter(actions=[Action.ROLLBACK], states=[State.COMPLETED])
+    assert len(rollbacks) == 1
+    stamps = {i.requested_time for i in timeline.instants} - {r.requested_time for r in rollbacks}
+    written = {f.name.rsplit("_", 1)[-1].removesuffix(".parquet") for f in table.storage.walk_files("")
+               if f.name.endswith(".parquet")}
+    assert written <= stamps, "a data file of the failed write is left"
+    table.upsert(_batch((4, 4)))
+    _agree(table, opts, [(1, 0), (2, 0), (4, 4)])
+
+
+def test_two_writers_racing_to_create_one_instant_file_exactly_one_wins(moto_server: Any, s3_bucket: str) -> None:
+    import threading
+
+    from tidemark.storage import CreateOutcome
+
+    opts = moto_server.storage_options()
+    name = ".hoodie/timeline/20260101000000000_20260101000000001.commit"
+    outcomes: list[tuple[int, CreateOutcome]] = []
+    start = threading.Barrier(8)
+
+    def race(i: int) -> None:
+        storage = open_storage(f"s3://{s3_bucket}/t", opts)  # each writer its own client
+        start.wait()
+        outcomes.append((i, storage.create_if_absent(name, f"writer {i}".encode())))
+
+    threads = [threading.Thread(target=race, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    winners = [i for i, o in outcomes if o is CreateOutcome.CREATED]
+    assert len(outcomes) == 8 and len(winners) == 1
+    assert [o for _, o in outcomes if o is not CreateOutcome.CREATED] == [CreateOutcome.ALREADY_EXISTS] * 7
+    assert open_storage(f"s3://{s3_bucket}/t", opts).read_bytes(name) == f"writer {winners[0]}".encode()
+
+
+def test_hoodie_properties_changes_are_compare_and_swap_on_s3(moto_server: Any, s3_bucket: str) -> None:
+    storage = open_storage(f"s3://{s3_bucket}/t", moto_server.storage_options())
+    storage.write_atomic("p", b"v1")
+    seen = storage.read_versioned("p")
+    assert seen is not None and seen.data == b"v1"
+    assert storage.replace_if_match("p", b"v2", seen.version)
+    assert not storage.replace_if_match("p", b"v3", seen.version)  # stale ETag: refused
+    assert storage.read_bytes("p") == b"v2"
+    assert not storage.replace_if_match("absent", b"x", seen.version)
