@@ -160,3 +160,110 @@ def test_hoodie_properties_changes_are_compare_and_swap_on_s3(moto_server: Any, 
     assert not storage.replace_if_match("p", b"v3", seen.version)  # stale ETag: refused
     assert storage.read_bytes("p") == b"v2"
     assert not storage.replace_if_match("absent", b"x", seen.version)
+
+
+# -- locks -----------------------------------------------------------------------------------
+
+OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
+
+
+@pytest.mark.parametrize("provider", ["in_process", "filesystem"])
+def test_local_lock_providers_refuse_object_store_tables(moto_server: Any, s3_bucket: str, provider: str) -> None:
+    from tidemark import ConfigError
+
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    table.upsert(_batch((1, 0)))
+    before = sorted(f.path for f in table.storage.walk_files("", skip_hidden_dirs=False))
+    with pytest.raises(ConfigError) as info:
+        writer = Table.open(table.path, spark=None, storage_options=opts,
+                            options={**OCC, "hoodie.write.lock.provider": provider})
+        writer.upsert(_batch((2, 0)))
+    assert info.value.key in ("hoodie.write.lock.provider", "hoodie.write.lock.filesystem.path")
+    assert "zookeeper" in str(info.value)
+    assert sorted(f.path for f in table.storage.walk_files("", skip_hidden_dirs=False)) == before
+
+
+def test_zookeeper_lock_works_for_s3_tables(moto_server: Any, s3_bucket: str, zookeeper_server: Any) -> None:
+    opts = moto_server.storage_options()
+    lock = {**OCC, **zookeeper_server.lock_options("tidemark-s3")}
+    table = _create(f"s3://{s3_bucket}/t", opts, **lock)
+    table.upsert(_batch((1, 0), (2, 0)))
+    other = Table.open(table.path, spark=None, storage_options=opts, options=lock)
+    other.upsert(_batch((2, 2)))
+    table.upsert(_batch((3, 3)))
+    _agree(table, opts, [(1, 0), (2, 2), (3, 3)])
+    other.close()
+    table.close()
+
+
+# -- faults ----------------------------------------------------------------------------------
+
+FAST = {"timeout": "3s", "connect_timeout": "1s", "max_retries": "1", "retry_timeout": "3s"}
+
+
+def test_a_missing_bucket_is_a_typed_error(moto_server: Any) -> None:
+    import time
+
+    from tidemark.errors import BucketNotFoundError
+
+    opts = {**moto_server.storage_options(), **FAST}
+    started = time.monotonic()
+    with pytest.raises(BucketNotFoundError) as info:
+        _create("s3://no-such-bucket-tidemark/t", opts)
+    assert "create it first" in str(info.value)
+    with pytest.raises(BucketNotFoundError):
+        Table.open("s3://no-such-bucket-tidemark/t", spark=None, storage_options=opts)
+    assert time.monotonic() - started < 15
+    assert opts["aws_secret_access_key"] not in str(info.value)
+
+
+def test_an_unreachable_endpoint_is_a_typed_error_within_the_timeout(s3_bucket: str, moto_server: Any) -> None:
+    import time
+
+    from zookeeper import free_port
+
+    from tidemark.errors import StorageUnreachableError
+
+    opts = {**moto_server.storage_options(), **FAST, "aws_endpoint_url": f"http://127.0.0.1:{free_port('127.0.0.1')}"}
+    started = time.monotonic()
+    with pytest.raises(StorageUnreachableError) as info:
+        _create(f"s3://{s3_bucket}/t", opts)
+    assert time.monotonic() - started < 15
+    message = str(info.value)
+    assert "aws_endpoint_url" in message and opts["aws_secret_access_key"] not in message
+    # nothing was created on the real server
+    assert "Contents" not in moto_server.boto3_client("s3").list_objects_v2(Bucket=s3_bucket)
+
+
+def test_wrong_credentials_are_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second moto server that checks signatures (its IAM enforced after the set-up calls)."""
+    from moto_server import MotoServer
+
+    from tidemark.errors import StorageAccessDeniedError
+
+    monkeypatch.setenv("INITIAL_NO_AUTH_ACTION_COUNT", "3")
+    server = MotoServer().start()
+    try:
+        iam = server.boto3_client("iam")
+        iam.create_user(UserName="writer")
+        import json
+
+        iam.put_user_policy(UserName="writer", PolicyName="all", PolicyDocument=json.dumps({
+            "Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}))
+        key = iam.create_access_key(UserName="writer")["AccessKey"]
+        good = {**server.storage_options(), **FAST, "aws_access_key_id": key["AccessKeyId"],
+                "aws_secret_access_key": key["SecretAccessKey"]}
+        import boto3
+
+        boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=key["AccessKeyId"],
+                     aws_secret_access_key=key["SecretAccessKey"], region_name="us-east-1").create_bucket(Bucket="authz")
+        table = _create("s3://authz/t", good)
+        table.upsert(_batch((1, 0)))
+        wrong = {**good, "aws_secret_access_key": "not-the-secret"}
+        with pytest.raises(StorageAccessDeniedError) as info:
+            Table.open("s3://authz/t", spark=None, storage_options=wrong).upsert(_batch((2, 0)))
+        assert "not-the-secret" not in str(info.value) and "credentials" in str(info.value)
+        assert rows_of(Table.open("s3://authz/t", spark=None, storage_options=good).read(), COLUMNS) == [(1, 0)]
+    finally:
+        server.stop()
