@@ -267,3 +267,71 @@ def test_wrong_credentials_are_a_typed_error(monkeypatch: pytest.MonkeyPatch) ->
         assert rows_of(Table.open("s3://authz/t", spark=None, storage_options=good).read(), COLUMNS) == [(1, 0)]
     finally:
         server.stop()
+
+
+def test_the_server_paused_mid_write_gives_a_typed_error_and_a_consistent_table(
+    moto_server: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The S3 server stops answering (SIGSTOP) as the writer publishes, then comes back (SIGCONT)
+    with its contents: the write fails typed within its timeouts; the table then reads as before
+    the write, and the next writer rolls the failed one back and goes on."""
+    import os
+    import signal
+    import time
+
+    from tidemark.errors import StorageError
+    from tidemark.write.commit import CommitProtocol
+
+    opts = {**moto_server.storage_options(), **FAST}
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    table.upsert(_batch((1, 0), (2, 0)))
+    pid = moto_server._proc.pid
+    original = CommitProtocol.complete
+
+    def pause_then_complete(self: CommitProtocol, *args: Any, **kwargs: Any) -> Any:
+        os.kill(pid, signal.SIGSTOP)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CommitProtocol, "complete", pause_then_complete)
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageError):
+            table.upsert(_batch((1, 9), (3, 9)))
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert time.monotonic() - started < 60
+    monkeypatch.setattr(CommitProtocol, "complete", original)
+
+    after = Table.open(table.path, spark=None, storage_options=opts)
+    _agree(after, opts, [(1, 0), (2, 0)])  # the failed write is not visible
+    after.rollback_failed_writes(force=True)
+    timeline = Timeline.load(after.storage)
+    assert not timeline.pending
+    after.upsert(_batch((3, 3)))
+    _agree(after, opts, [(1, 0), (2, 0), (3, 3)])
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def test_cli_commands_take_a_uri_and_storage_options(moto_server: Any, s3_bucket: str,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from tidemark.cli.main import main
+
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    first = table.upsert(_batch((1, 0), (2, 0)))
+    table.upsert(_batch((1, 1)))
+    flags = [arg for k, v in opts.items() for arg in ("--storage-option", f"{k}={v}")]
+    for command in (["show", table.path], ["timeline", table.path], ["savepoint", table.path, first.instant_time],
+                    ["clean", table.path], ["markers", table.path]):
+        code = main([*command, *flags])
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert opts["aws_secret_access_key"] not in out + err
+    assert [s.requested_time for s in table.savepoints()] == [first.instant_time]
+    # without the options (and no AWS_* environment) the command fails typed, not with a traceback
+    code = main(["show", table.path, "--storage-option", "aws_endpoint_url=http://127.0.0.1:1",
+                 "--storage-option", "max_retries=0", "--storage-option", "retry_timeout=1s"])
+    _, err = capsys.readouterr()
+    assert code != 0 and "Traceback" not in err and "error:" in err
