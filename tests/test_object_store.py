@@ -221,9 +221,8 @@ def test_a_missing_bucket_is_a_typed_error(moto_server: Any) -> None:
 def test_an_unreachable_endpoint_is_a_typed_error_within_the_timeout(s3_bucket: str, moto_server: Any) -> None:
     import time
 
-    from zookeeper import free_port
-
     from tidemark.errors import StorageUnreachableError
+    from zookeeper import free_port
 
     opts = {**moto_server.storage_options(), **FAST, "aws_endpoint_url": f"http://127.0.0.1:{free_port('127.0.0.1')}"}
     started = time.monotonic()
@@ -239,7 +238,6 @@ def test_an_unreachable_endpoint_is_a_typed_error_within_the_timeout(s3_bucket: 
 def test_wrong_credentials_are_a_typed_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A second moto server that checks signatures (its IAM enforced after the set-up calls)."""
     from moto_server import MotoServer
-
     from tidemark.errors import StorageAccessDeniedError
 
     monkeypatch.setenv("INITIAL_NO_AUTH_ACTION_COUNT", "3")
@@ -256,8 +254,9 @@ def test_wrong_credentials_are_a_typed_error(monkeypatch: pytest.MonkeyPatch) ->
                 "aws_secret_access_key": key["SecretAccessKey"]}
         import boto3
 
-        boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=key["AccessKeyId"],
-                     aws_secret_access_key=key["SecretAccessKey"], region_name="us-east-1").create_bucket(Bucket="authz")
+        s3 = boto3.client("s3", endpoint_url=server.endpoint, aws_access_key_id=key["AccessKeyId"],
+                          aws_secret_access_key=key["SecretAccessKey"], region_name="us-east-1")
+        s3.create_bucket(Bucket="authz")
         table = _create("s3://authz/t", good)
         table.upsert(_batch((1, 0)))
         wrong = {**good, "aws_secret_access_key": "not-the-secret"}
