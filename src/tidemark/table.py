@@ -218,7 +218,7 @@ class Table:
         raw = validate_keys(options or {})
         write_config = resolve_write_config({k: v for k, v in raw.items() if k not in _TABLE_KEYS})
         storage = open_storage(path, storage_options)
-        local = storage.location.is_local
+        local = storage.is_local
         if storage.exists(PROPERTIES_PATH):
             raise TableExistsError(path, "a table already exists there; use Table.open")
         if local and storage.exists("") and not os.path.isdir(storage.base_path):

@@ -206,7 +206,7 @@ def properties_mutex(storage: Storage) -> Iterator[None]:
     Object stores have no flock: there the read-modify-write relies on :func:`write_settings`'
     compare-and-swap alone (``If-Match`` on the file's ETag).
     """
-    if not storage.location.is_local:
+    if not storage.is_local:
         yield
         return
     with exclusive_flock(storage.full_path(MUTEX_PATH)):

@@ -53,6 +53,7 @@ from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.services.rollback import RollbackResult, rollback
 from tidemark.storage import CreateOutcome, Storage
+from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
 from tidemark.write.cluster_group import ClusterSpec
@@ -329,7 +330,7 @@ class ClusteringService:
         spec = ClusterSpec(
             WriteSpec(
                 base_path=self.storage.base_path,
-                location=self.storage.location,
+                location=location_of(self.storage),
                 instant_time=scheduled.instant_time,
                 schema=file_schema,
                 ordering_fields=(),

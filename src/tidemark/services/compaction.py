@@ -42,6 +42,7 @@ from tidemark.markers import IOType, MarkerSpec, delete_markers, marked_data_fil
 from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.storage import CreateOutcome, Storage
+from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, parquet_options
 from tidemark.write.footer import write_base_file
@@ -257,7 +258,7 @@ def execute(
         storage.delete(leftover)
     delete_markers(storage, plan.instant_time)
     spec = WriteSpec(
-        location=storage.location,
+        location=location_of(storage),
         base_path=storage.base_path,
         instant_time=plan.instant_time,
         schema=with_meta_columns(user_schema),

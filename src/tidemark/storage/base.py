@@ -13,14 +13,11 @@ the commit protocol builds on:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    from tidemark.storage.location import StorageLocation
 
 # What parquet and log readers take: a local file name, or an in-memory file read from a store.
 DataSource: TypeAlias = str | pa.NativeFile
@@ -81,8 +78,13 @@ class Storage(Protocol):
     """Files under one base path."""
 
     @property
-    def location(self) -> StorageLocation:
-        """The picklable URI + options that reopen this storage (in a Spark task, say)."""
+    def options(self) -> Mapping[str, str]:
+        """The storage options it was opened with (secrets included: show them only redacted)."""
+        ...
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this is the local file system (flock, rename and folders are available)."""
         ...
 
     def open_input(self, path: str) -> DataSource:

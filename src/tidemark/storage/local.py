@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Iterator
 
 from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Versioned
-from tidemark.storage.location import StorageLocation
 
 
 class LocalOutputFile:
@@ -51,8 +50,12 @@ class LocalStorage:
         return self._base
 
     @property
-    def location(self) -> StorageLocation:
-        return StorageLocation(self._base)
+    def options(self) -> dict[str, str]:
+        return {}
+
+    @property
+    def is_local(self) -> bool:
+        return True
 
     def full_path(self, path: str) -> str:
         return os.path.join(self._base, path) if path else self._base

@@ -12,19 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tidemark.storage.secrets import is_secret_option
+
 if TYPE_CHECKING:
     from tidemark.storage.base import Storage
-
-# Option names whose values are secrets (compared lower-case, as substrings).
-_SECRET_MARKERS = ("secret", "password", "token", "access_key", "account_key", "sas", "credential")
-
-
-def is_secret_option(name: str) -> bool:
-    lowered = name.lower()
-    if lowered.endswith("access_key_id"):
-        return False  # a key id names the key; it is not the secret
-    return any(marker in lowered for marker in _SECRET_MARKERS)
-
 
 @dataclass(frozen=True)
 class StorageLocation:
@@ -46,6 +37,11 @@ class StorageLocation:
     def open(self) -> Storage:
         """The storage of this location."""
         return open_storage(self.uri, self.options)
+
+
+def location_of(storage: Storage) -> StorageLocation:
+    """The picklable location that reopens ``storage`` (in a Spark task, say)."""
+    return StorageLocation(storage.base_path, dict(storage.options))
 
 
 _OPENED: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}

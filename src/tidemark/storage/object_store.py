@@ -37,7 +37,7 @@ from tidemark.errors import (
     StorageUnreachableError,
 )
 from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Versioned
-from tidemark.storage.location import StorageLocation, is_secret_option
+from tidemark.storage.secrets import is_secret_option
 
 T = TypeVar("T")
 
@@ -155,7 +155,8 @@ class ObjectStorage:
         return (ObjectStorage, (self._uri, self._options))
 
     def __repr__(self) -> str:
-        return f"ObjectStorage({self.location!r})"
+        shown = {k: ("***" if is_secret_option(k) else v) for k, v in self._options.items()}
+        return f"ObjectStorage(uri={self._uri!r}, options={shown!r})"
 
     # -- errors ------------------------------------------------------------------------------
     def _call(self, what: str, path: str, fn: Callable[[], T]) -> T:
@@ -217,8 +218,12 @@ class ObjectStorage:
 
     # -- the Storage protocol ----------------------------------------------------------------
     @property
-    def location(self) -> StorageLocation:
-        return StorageLocation(self._uri, dict(self._options))
+    def options(self) -> dict[str, str]:
+        return dict(self._options)
+
+    @property
+    def is_local(self) -> bool:
+        return False
 
     @property
     def base_path(self) -> str:
