@@ -334,3 +334,25 @@ def test_cli_commands_take_a_uri_and_storage_options(moto_server: Any, s3_bucket
                  "--storage-option", "max_retries=0", "--storage-option", "retry_timeout=1s"])
     _, err = capsys.readouterr()
     assert code != 0 and "Traceback" not in err and "error:" in err
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+
+
+def test_spark_engine_writes_and_reads_an_s3_table_from_python_workers(
+    moto_server: Any, s3_bucket: str, spark: Any
+) -> None:
+    """No Hadoop S3 connector: executors' Python workers write and read files through obstore."""
+    opts = moto_server.storage_options()
+    uri = f"s3://{s3_bucket}/t"
+    table = Table.create(uri, spark=spark, record_key="id", partition_by="part",
+                         options=NO_SERVICES, storage_options=opts)
+    table.bulk_insert(spark.createDataFrame(_batch((1, 0), (2, 0), (3, 0)).to_pandas()))
+    table.upsert(spark.createDataFrame(_batch((2, 2), (4, 4)).to_pandas()))
+    expected = [(1, 0), (2, 2), (3, 0), (4, 4)]
+    assert rows_of(table.read(), COLUMNS) == expected
+    assert rows_of(hudi_rs_read(uri, storage_options=opts), COLUMNS) == expected
+    source = spark.read.format("tidemark")
+    for key, value in opts.items():
+        source = source.option(key, value)
+    assert rows_of(source.load(uri), COLUMNS) == expected
