@@ -356,3 +356,64 @@ def test_spark_engine_writes_and_reads_an_s3_table_from_python_workers(
     for key, value in opts.items():
         source = source.option(key, value)
     assert rows_of(source.load(uri), COLUMNS) == expected
+
+
+# -- markers and early conflict detection --------------------------------------------------------
+
+
+def test_early_conflict_detection_on_s3_stops_the_younger_writer_before_its_marker(
+    moto_server: Any, s3_bucket: str, zookeeper_server: Any
+) -> None:
+    import threading
+    import time
+
+    from tidemark.config import resolve_write_config
+    from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
+    from tidemark.errors import EarlyConflictError
+    from tidemark.fsview import FileSystemView
+    from tidemark.markers import IOType, MarkerSpec, open_marker_writer
+    from tidemark.markers.direct import DirectMarkerWriter
+    from tidemark.markers.early_conflict import file_group_lock
+    from tidemark.markers.listing import marked_data_files
+    from tidemark.write.commit import CommitProtocol
+
+    opts = moto_server.storage_options()
+    lock = {**OCC, **zookeeper_server.lock_options("tidemark-s3-early")}
+    table = _create(f"s3://{s3_bucket}/t", opts, **lock)
+    table.upsert(_batch((0, 0)))
+    storage = table.storage
+    (group,) = FileSystemView(storage, Timeline.load(storage)).file_groups(["part=p0"])
+    pendings = []
+    for _ in range(2):
+        protocol = CommitProtocol(storage, resolve_write_config({**NO_SERVICES, **lock}))
+        pending = protocol.start("UPSERT", Action.COMMIT)
+        protocol.inflight(pending)
+        pendings.append((protocol, pending))
+    (_, older), (_, younger) = pendings
+
+    # the file-group lock is a lease object on S3: a second holder waits for the first
+    order: list[str] = []
+    with file_group_lock(storage, "part=p0", group.file_id):
+        waiter = threading.Thread(target=lambda: file_group_lock(storage, "part=p0", group.file_id).__enter__()
+                                  or order.append("second"))
+        waiter.start()
+        time.sleep(0.5)
+        order.append("first released")
+    waiter.join(timeout=30)
+    assert order == ["first released", "second"]
+    storage.delete_tree(".hoodie/.locks")  # the waiter's lease (it never exits in this check)
+
+    DirectMarkerWriter(storage, older.instant_time).create(
+        f"part=p0/{group.file_id}_0-1-0_{older.instant_time}.parquet", IOType.MERGE)
+    settings = EarlyConflictSettings(DetectionStrategy.TRANSACTIONAL_DIRECT).for_write(younger.instant_time,
+                                                                                       frozenset())
+    writer = open_marker_writer(storage, younger.instant_time, MarkerSpec(early_conflict=settings))
+    with pytest.raises(EarlyConflictError) as caught:
+        writer.create(f"part=p0/{group.file_id}_0-2-0_{younger.instant_time}.parquet", IOType.MERGE)
+    assert caught.value.conflicting_instant == older.instant_time
+    assert marked_data_files(storage, younger.instant_time) == []
+    for protocol, pending in reversed(pendings):
+        protocol.abort(pending)
+        protocol.close()
+    _agree(table, opts, [(0, 0)])
+    table.close()
