@@ -70,6 +70,9 @@ def spark() -> Iterator[Any]:
 def hudi_rs_read(path: str, **options: Any) -> pa.Table:
     """Read a table with hudi-rs (the independent reader), as one Arrow table.
 
+    ``path`` may be a URI (``s3://bucket/t``) with ``storage_options={...}`` (hudi-rs takes the
+    same keys as tidemark).
+
     hudi-rs lists the active timeline and then reads the instant files it listed; an
     archival running meanwhile (inline, in a concurrent writer) may move one of them to
     the history in between, exactly as it would under a Hudi reader. Only that race is
@@ -83,9 +86,12 @@ def hudi_rs_read(path: str, **options: Any) -> pa.Table:
             if missing is None:
                 raise
             from tidemark.storage import LocalStorage
+            from tidemark.storage.location import open_storage
             from tidemark.timeline import Timeline
 
-            history = Timeline.load(LocalStorage(os.path.abspath(path))).with_history()
+            storage = (open_storage(path, options.get("storage_options")) if "://" in path
+                       else LocalStorage(os.path.abspath(path)))
+            history = Timeline.load(storage).with_history()
             assert any(i.requested_time == missing.group(1) and i.is_completed for i in history.instants), (
                 f"hudi-rs lost timeline file {missing.group(0)} that was not archived"
             )
@@ -95,7 +101,11 @@ def hudi_rs_read(path: str, **options: Any) -> pa.Table:
 def _hudi_rs_read_once(path: str, **options: Any) -> pa.Table:
     from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
-    table = HudiTableBuilder.from_base_uri(os.path.abspath(path)).build()
+    # storage_options: an object-store table's options (aws_endpoint_url, ...), as tidemark takes them
+    builder = HudiTableBuilder.from_base_uri(path if "://" in path else os.path.abspath(path))
+    for key, value in (options.get("storage_options") or {}).items():
+        builder = builder.with_storage_option(key, value)
+    table = builder.build()
     # hudi_options={"hoodie.read.use.read_optimized.mode": "true"}: a read-optimized query
     read_options = HudiReadOptions(hudi_options=options.get("hudi_options") or {})
     if "as_of" in options:

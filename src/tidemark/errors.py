@@ -28,6 +28,11 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
+    ├── StorageError                the table's object store failed a request (says what to do)
+    │   ├── StorageUnreachableError     the endpoint did not answer in the configured time
+    │   ├── StorageAccessDeniedError    the credentials were refused
+    │   ├── BucketNotFoundError         the bucket (or container) does not exist
+    │   └── ConditionalWritesUnsupportedError  the store has no If-None-Match / If-Match puts
     ├── WriterAliveError            rollback of a pending write whose writer's heartbeat is alive
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first
@@ -555,3 +560,27 @@ class DataFileNotFoundError(TidemarkError):
         super().__init__(f"data file(s) not found: {', '.join(paths)} ({original})")
         self.paths = paths  # absolute paths (or file: URIs) the engine named
         self.original = original
+
+
+class StorageError(TidemarkError):
+    """A request to the table's storage failed. ``uri`` names the table; secrets never appear."""
+
+    def __init__(self, message: str, *, uri: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+
+
+class StorageUnreachableError(StorageError):
+    """The storage endpoint did not answer within the configured timeout and retries."""
+
+
+class StorageAccessDeniedError(StorageError):
+    """The storage refused the credentials (wrong, expired, or lacking permission)."""
+
+
+class BucketNotFoundError(StorageError):
+    """The bucket or container of the table's URI does not exist."""
+
+
+class ConditionalWritesUnsupportedError(StorageError):
+    """The store does not support conditional puts, which atomic commits need."""

@@ -94,8 +94,13 @@ class Table:
         table_type: str = COPY_ON_WRITE,
         options: Mapping[str, Any] | None = None,
         schema: Any = None,
+        storage_options: Mapping[str, str] | None = None,
     ) -> Table:
         """Create an empty table at ``path`` (a new or empty folder).
+
+        ``path`` is a local path or a URI (``file://``, ``s3://``, ``gs://``, ``az://``,
+        ``abfs://``); ``storage_options`` are the object store's (hudi-rs / delta-rs keys such as
+        ``aws_endpoint_url``), the standard environment variables when absent.
 
         Raises TableExistsError if the path holds a table or any other file,
         ConfigError for bad names or options. ``schema`` (pyarrow, Spark
@@ -104,15 +109,26 @@ class Table:
         opened = create_table(
             path, record_key=record_key, partition_by=partition_by, ordering_field=ordering_field,
             table_type=table_type, options=options, schema=schema, to_arrow=arrow_schema_of_any,
+            storage_options=storage_options,
         )
         table = cls(opened.storage, opened.config, spark=spark, write_config=opened.write_config)
         table._schema = opened.schema
         return table
 
     @classmethod
-    def open(cls, path: str, *, spark: SparkSession | None, options: Mapping[str, Any] | None = None) -> Table:
-        """Open the table at ``path``. Raises TableNotFoundError if there is none."""
-        opened = open_table(path, options)
+    def open(
+        cls,
+        path: str,
+        *,
+        spark: SparkSession | None,
+        options: Mapping[str, Any] | None = None,
+        storage_options: Mapping[str, str] | None = None,
+    ) -> Table:
+        """Open the table at ``path`` (a local path or URI, as in :meth:`create`).
+
+        Raises TableNotFoundError if there is none.
+        """
+        opened = open_table(path, options, storage_options)
         return cls(opened.storage, opened.config, spark=spark, write_config=opened.write_config)
 
     # -- facts --------------------------------------------------------------------------

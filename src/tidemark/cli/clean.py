@@ -13,9 +13,11 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     count,
     option_pairs,
     readable_time,
+    storage_options,
     with_recorded_writer_settings,
     working,
 )
@@ -124,6 +126,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     add_options_argument(parser, "e.g. the writers' lock and heartbeat settings")
     parser.add_argument(
         "--all-pending", action="store_true", dest="all_pending",
@@ -254,14 +257,16 @@ def _rollback_all_pending(table: Table) -> list[RollbackResult]:
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    options = with_recorded_writer_settings(args.path, {**option_pairs(args.options), **_policy_options(args)})
+    given = {**option_pairs(args.options), **_policy_options(args)}
+    options = with_recorded_writer_settings(args.path, given, storage_options(args))
     # The mode decides what clean means: heartbeat-checked (multi-writer) or everything. A table
     # that records its writers' settings is cleaned with them (their lock), --all-pending too.
     recorded = options.get(CONCURRENCY_MODE, "single_writer") != "single_writer"
     mode = "single_writer" if args.all_pending else "optimistic_concurrency_control"
     if recorded:
         mode = options[CONCURRENCY_MODE]
-    with Table.open(args.path, spark=None, options={**options, CONCURRENCY_MODE: mode}) as table:
+    with Table.open(args.path, storage_options=storage_options(args), spark=None,
+                    options={**options, CONCURRENCY_MODE: mode}) as table:
         policy = policy_of(table)
         expiry = f"{policy.expiry_ms / 1000:g} s"
         timeline = Timeline.load(table.storage)

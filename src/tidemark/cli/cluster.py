@@ -17,8 +17,10 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     count,
     option_pairs,
+    storage_options,
     with_recorded_writer_settings,
 )
 from tidemark.services.cluster import ClusteringProgress
@@ -100,6 +102,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument("--sort-by", metavar="COLUMN", nargs="+", action="extend", dest="sort_by",
                         help="sort each group's rows by these columns (default: "
                         "hoodie.clustering.plan.strategy.sort.columns, else no sort)")
@@ -194,9 +197,9 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     }
     if args.max_groups is not None and args.max_groups <= 0:
         raise CliUsageError(f"--max-groups must be at least 1, got {args.max_groups}")
-    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
     if args.dry_run or not args.spark:
-        with Table.open(args.path, spark=None, options=options) as table:
+        with Table.open(args.path, storage_options=storage_options(args), spark=None, options=options) as table:
             if args.dry_run:
                 return _print_plan(ui, table, kwargs)
             return _cluster(ui, table, kwargs)
@@ -205,7 +208,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     with tempfile.TemporaryDirectory(prefix="tidemark-cluster-") as scratch:
         spark, made = start_spark(scratch)
         try:
-            with Table.open(args.path, spark=spark, options=options) as table:
+            with Table.open(args.path, storage_options=storage_options(args), spark=spark, options=options) as table:
                 return _cluster(ui, table, kwargs)
         finally:
             if made:

@@ -11,8 +11,10 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     count,
     option_pairs,
+    storage_options,
     with_recorded_writer_settings,
     working,
 )
@@ -65,6 +67,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument("--dry-run", action="store_true", help="only show what a compaction would take")
     add_options_argument(parser, "for the lock and heartbeats (the writers' concurrency options)")
     parser.set_defaults(run=run)
@@ -76,8 +79,8 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     from tidemark.fsview import FileSystemView
     from tidemark.services.compaction import plan_operations
 
-    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
-    table = Table.open(args.path, spark=None, options=options)
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
+    table = Table.open(args.path, storage_options=storage_options(args), spark=None, options=options)
     if table.config.table_type != MERGE_ON_READ:
         raise ConfigError(f"{table.path} is a {table.config.table_type} table: only MERGE_ON_READ tables compact")
     timeline = Timeline.load(table.storage)

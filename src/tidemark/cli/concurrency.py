@@ -6,7 +6,16 @@ import argparse
 
 from rich.markup import escape
 
-from tidemark.cli.output import PATH_HELP, CliUsageError, HelpFormatter, Ui, add_options_argument, option_pairs
+from tidemark.cli.output import (
+    PATH_HELP,
+    CliUsageError,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    add_storage_option_argument,
+    option_pairs,
+    storage_options,
+)
 from tidemark.table import Table
 
 DESCRIPTION = """\
@@ -59,6 +68,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument(
         "--set", action="store_true", dest="set_settings",
         help="record the mode and lock given with --options (stop every writer first)",
@@ -78,7 +88,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         raise CliUsageError("--options without --set: add --set to record them as the table's settings")
     if args.set_settings and "hoodie.write.concurrency.mode" not in given:
         raise CliUsageError("--set needs --options hoodie.write.concurrency.mode=... (and its lock options)")
-    with Table.open(args.path, spark=None) as table:
+    with Table.open(args.path, storage_options=storage_options(args), spark=None) as table:
         if args.set_settings:
             new = table.set_concurrency(given)
             if not new.multi_writer:

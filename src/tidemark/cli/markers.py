@@ -11,7 +11,16 @@ from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from tidemark.cli.output import PATH_HELP, HelpFormatter, Ui, add_options_argument, option_pairs, readable_time
+from tidemark.cli.output import (
+    PATH_HELP,
+    HelpFormatter,
+    Ui,
+    add_options_argument,
+    add_storage_option_argument,
+    option_pairs,
+    readable_time,
+    storage_options,
+)
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
 from tidemark.format.names import TEMP_DIR, marker_dir
@@ -64,6 +73,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument("--files", action="store_true", help="also list every marker of every writer")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     add_options_argument(parser, "e.g. the writers' heartbeat settings, to judge liveness as they do")
@@ -158,7 +168,8 @@ def _render(writers: list[WriterMarkers], shared: dict[str, list[tuple[str, int]
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    with Table.open(args.path, spark=None, options=option_pairs(args.options)) as table:
+    with Table.open(args.path, storage_options=storage_options(args), spark=None,
+                    options=option_pairs(args.options)) as table:
         writers, leftovers = collect(table)
     shared = overlaps(writers)
     if args.json:

@@ -22,7 +22,8 @@ from tidemark.timeline.instant_time import format_instant_time, parse_instant_ti
 _PIPE_WIDTH = 320
 
 
-PATH_HELP = "folder of the table (the one holding .hoodie/)"
+PATH_HELP = ("folder of the table (the one holding .hoodie/), or its URI: s3://bucket/prefix, gs://..., "
+             "az://..., abfs://..., file://...")
 
 
 class CliUsageError(TidemarkError):
@@ -125,19 +126,35 @@ def option_pairs(values: list[str] | None, flag: str = "--options") -> dict[str,
     return out
 
 
-def with_recorded_writer_settings(path: str, options: dict[str, str]) -> dict[str, str]:
+def with_recorded_writer_settings(
+    path: str, options: dict[str, str], storage_options: dict[str, str] | None = None
+) -> dict[str, str]:
     """The concurrency mode and lock the table records for its writers, overridden by ``options``
     (settings that then differ from the recorded ones are refused when the command writes).
     So a command that writes (clean, cluster, ...) takes the same lock as the table's writers
     without being told."""
     from tidemark.concurrency.writer_settings import table_settings
-    from tidemark.storage import LocalStorage
+    from tidemark.storage.location import open_storage
 
     try:
-        recorded = table_settings(LocalStorage(path))
+        recorded = table_settings(open_storage(path, storage_options))
     except (OSError, TidemarkError):  # no table there: Table.open says so
         return options
     return {**recorded.options(), **options} if recorded is not None else options
+
+
+def add_storage_option_argument(parser: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): the object store's options, as hudi-rs takes them."""
+    parser.add_argument(
+        "--storage-option", dest="storage_option", metavar="KEY=VALUE", action="append", default=[],
+        help="an object-store option of a table at a URI (repeatable), e.g. aws_endpoint_url=http://host:9000, "
+        "aws_region=us-east-1; without them the standard environment variables (AWS_*, ...) apply",
+    )
+
+
+def storage_options(args: argparse.Namespace) -> dict[str, str]:
+    """The ``--storage-option`` pairs of a command line."""
+    return option_pairs(getattr(args, "storage_option", None), flag="--storage-option")
 
 
 def add_options_argument(parser: argparse.ArgumentParser, what: str) -> None:

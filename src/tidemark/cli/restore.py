@@ -10,10 +10,12 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     count,
     instant_time_arg,
     option_pairs,
     readable_time,
+    storage_options,
     with_recorded_writer_settings,
     working,
 )
@@ -57,6 +59,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument("instant", metavar="INSTANT", help="the savepointed instant (17 digits)")
     parser.add_argument("-y", "--yes", action="store_true", help="do not ask for confirmation")
     add_options_argument(parser, "e.g. the writers' lock settings")
@@ -65,8 +68,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
     instant = instant_time_arg(args.instant, "INSTANT")
-    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
-    with Table.open(args.path, spark=None, options=options) as table:
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
+    with Table.open(args.path, storage_options=storage_options(args), spark=None, options=options) as table:
         if not any(sp.requested_time == instant for sp in table.savepoints()):
             raise NotSavepointedError(instant)
         timeline = Timeline.load(table.storage)

@@ -12,10 +12,12 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     ago,
     count,
     option_pairs,
     readable_time,
+    storage_options,
     with_recorded_writer_settings,
 )
 from tidemark.cli.timeline import describe, liveness, policy_of
@@ -67,6 +69,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument(
         "instant", metavar="INSTANT",
         help="requested time of the write to roll back: 17 digits, as `tidemark timeline` shows it",
@@ -99,8 +102,8 @@ def confirm(ui: Ui, question: str) -> bool:
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
-    table = Table.open(args.path, spark=None, options=options)
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
+    table = Table.open(args.path, storage_options=storage_options(args), spark=None, options=options)
     timeline = Timeline.load(table.storage)
     instant = find_instant(timeline, args.instant.strip())
     if instant.is_completed:

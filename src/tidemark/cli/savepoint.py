@@ -11,10 +11,12 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     count,
     instant_time_arg,
     option_pairs,
     readable_time,
+    storage_options,
     with_recorded_writer_settings,
 )
 from tidemark.table import Table
@@ -58,6 +60,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument(
         "instant", metavar="INSTANT", nargs="?",
         help="requested time of a completed commit (17 digits, as `tidemark timeline` shows it); "
@@ -70,8 +73,8 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    options = with_recorded_writer_settings(args.path, option_pairs(args.options))
-    with Table.open(args.path, spark=None, options=options) as table:
+    options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
+    with Table.open(args.path, storage_options=storage_options(args), spark=None, options=options) as table:
         if args.instant is None:
             points = table.savepoints()
             if not points:

@@ -19,10 +19,12 @@ from tidemark.cli.output import (
     CliUsageError,
     HelpFormatter,
     Ui,
+    add_storage_option_argument,
     count,
     fits,
     instant_time_arg,
     readable_time,
+    storage_options,
 )
 from tidemark.errors import TidemarkError
 from tidemark.format.names import COMMIT_TIME, META_COLUMNS
@@ -72,6 +74,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument(
         "--as-of", metavar="T", dest="as_of",
         help="time travel: read the table as of instant T, either a 17-digit instant time "
@@ -126,7 +129,7 @@ def read_rows(
     for base_file in plan.files:
         try:
             found, some = _read_file(
-                table.storage.full_path(base_file.path), plan, columns, limit - len(rows)
+                table.storage.open_input(base_file.path), plan, columns, limit - len(rows)
             )
         except (pa.ArrowException, OSError) as exc:  # a damaged or unreadable data file
             raise TidemarkError(f"cannot read {base_file.path}: {exc}") from None
@@ -136,7 +139,7 @@ def read_rows(
 
 
 def _read_file(
-    full_path: str, plan: ReadPlan, columns: Sequence[str], room: int
+    full_path: str | pa.NativeFile, plan: ReadPlan, columns: Sequence[str], room: int
 ) -> tuple[int, list[dict[str, Any]]]:
     """How many of the file's rows the plan keeps, and the first ``room`` of them."""
     parquet = pq.ParquetFile(full_path)
@@ -178,7 +181,7 @@ def _available_columns(table: Table, plan: ReadPlan) -> list[str]:
     if schema is not None:
         return [*META_COLUMNS, *(n for n in schema.names if n not in META_COLUMNS)]
     if plan.files:
-        return list(pq.read_schema(table.storage.full_path(plan.files[0].path)).names)
+        return list(pq.read_schema(table.storage.open_input(plan.files[0].path)).names)
     return list(META_COLUMNS)
 
 
@@ -186,7 +189,7 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     if args.limit < 0:
         raise CliUsageError(f"--limit must be 0 or more, got {args.limit}")
     as_of = instant_time_arg(args.as_of, "--as-of") if args.as_of is not None else None
-    table = Table.open(args.path, spark=None)
+    table = Table.open(args.path, storage_options=storage_options(args), spark=None)
     plan = table.read_plan(as_of=as_of)
     columns = _selected_columns(_available_columns(table, plan), args.columns, args.no_meta)
     if not columns:

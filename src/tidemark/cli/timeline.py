@@ -17,11 +17,13 @@ from tidemark.cli.output import (
     HelpFormatter,
     Ui,
     add_options_argument,
+    add_storage_option_argument,
     ago,
     count,
     fits,
     option_pairs,
     readable_time,
+    storage_options,
 )
 from tidemark.concurrency.heartbeat import HeartbeatPolicy, last_heartbeat_ms, now_ms
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
@@ -113,6 +115,7 @@ def add_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         formatter_class=HelpFormatter,
     )
     parser.add_argument("path", metavar="PATH", help=PATH_HELP)
+    add_storage_option_argument(parser)
     parser.add_argument(
         "--all", action="store_true",
         help=f"show every instant, not just the latest {DEFAULT_SHOWN} (and the pending ones)",
@@ -470,7 +473,7 @@ def print_timeline(
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    table = Table.open(args.path, spark=None, options=option_pairs(args.options))
+    table = Table.open(args.path, storage_options=storage_options(args), spark=None, options=option_pairs(args.options))
     title = f"timeline of {table.config.name} at {table.path}"
     print_timeline(ui, table, show_all=args.all, title=title)
     return 0

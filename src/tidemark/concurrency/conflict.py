@@ -91,7 +91,7 @@ def _written_keys(storage: Storage, stats: Iterable[WriteStat], instant_time: st
         if stat.num_inserts <= 0 or not stat.path:
             continue
         try:
-            table = read_data_file(storage.full_path(stat.path), path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
+            table = read_data_file(storage.open_input(stat.path), path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
         except FileNotFoundError:  # cleaned since: its keys live on in a later version we also check
             continue
         mine = table.filter(pc.equal(table.column(COMMIT_TIME), instant_time))

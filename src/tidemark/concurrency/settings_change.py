@@ -37,7 +37,11 @@ def change_writer_settings(storage: Storage, current: WriteConfig, wanted: Write
         try:
             with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
                 _refuse_if_writes_alive(storage, current, old, new)
-                writer_settings.write_settings(storage, new)
+                if not writer_settings.write_settings(storage, new, expected=old):
+                    raise WriterSettingsError(
+                        f"{path}: the table's writer settings changed while they were being "
+                        "changed (another set_concurrency); check them and try again. Nothing was written.",
+                        recorded={}, given=new.options())
         finally:
             if lock is not None:
                 lock.close()

@@ -201,16 +201,34 @@ def table_settings(storage: Storage) -> WriterSettings | None:
 
 @contextlib.contextmanager
 def properties_mutex(storage: Storage) -> Iterator[None]:
-    """Exclusive ``flock`` around a read-modify-write of ``hoodie.properties`` (any provider, any process)."""
+    """Exclusive ``flock`` around a read-modify-write of ``hoodie.properties`` (any provider, any process).
+
+    Object stores have no flock: there the read-modify-write relies on :func:`write_settings`'
+    compare-and-swap alone (``If-Match`` on the file's ETag).
+    """
+    if not storage.is_local:
+        yield
+        return
     with exclusive_flock(storage.full_path(MUTEX_PATH)):
         yield
 
 
-def write_settings(storage: Storage, settings: WriterSettings) -> None:
-    """Replace the recorded settings (call under :func:`properties_mutex`); other keys stay as they are."""
-    props = {k: v for k, v in read_properties(storage).items() if k not in RECORDED_KEYS}
+def write_settings(storage: Storage, settings: WriterSettings, *, expected: WriterSettings | None) -> bool:
+    """Replace the recorded settings if they are still ``expected``; other keys stay as they are.
+
+    A compare-and-swap on ``hoodie.properties`` (If-Match on object stores): returns False, writing
+    nothing, when the recorded settings are no longer ``expected`` or the file changed meanwhile.
+    """
+    current = storage.read_versioned(PROPERTIES_PATH)
+    if current is None:
+        read_properties(storage)  # raises the right error (gone, or only its backup left)
+        return False
+    recorded = load_properties(lambda path: current.data if path == PROPERTIES_PATH else storage.read_bytes(path))
+    if recorded is None or WriterSettings.recorded(recorded) != expected:
+        return False
+    props = {k: v for k, v in recorded.items() if k not in RECORDED_KEYS}
     props.update(settings.to_properties())
-    storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
+    return storage.replace_if_match(PROPERTIES_PATH, format_properties(props).encode(), current.version)
 
 
 def mismatch_error(table_path: str, recorded: WriterSettings, given: WriterSettings) -> WriterSettingsError:
@@ -239,9 +257,9 @@ def check(storage: Storage, given: WriterSettings, *, record: bool) -> WriterSet
     if recorded is None and record and given.multi_writer:
         with properties_mutex(storage):
             recorded = table_settings(storage)  # a first writer with other settings may have won
-            if recorded is None:
-                write_settings(storage, given)
+            if recorded is None and write_settings(storage, given, expected=None):
                 return given
+            recorded = table_settings(storage)
     if recorded is None:
         return None
     if not recorded.same_lock_as(given, storage.base_path):

@@ -45,6 +45,7 @@ import pyarrow as pa
 
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.schema import avro_schema_json
+from tidemark.storage.base import DataSource
 
 MAGIC = b"#HUDI#"
 LOG_FORMAT_VERSION = 1
@@ -184,7 +185,10 @@ def decode_blocks(data: bytes) -> list[LogBlock]:
     return blocks
 
 
-def read_log_file(path: str) -> list[LogBlock]:
+def read_log_file(path: DataSource) -> list[LogBlock]:
+    """The blocks of one log file: a local file name, or a file from ``Storage.open_input``."""
+    if not isinstance(path, str):
+        return decode_blocks(path.read())
     with open(path, "rb") as f:
         return decode_blocks(f.read())
 

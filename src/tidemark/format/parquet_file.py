@@ -14,16 +14,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from tidemark.errors import CorruptDataFileError
+from tidemark.storage.base import DataSource
 
 
 def read_data_file(
-    full_path: str,
+    full_path: DataSource,
     *,
     path: str | None = None,
     schema: pa.Schema | None = None,
     columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """The rows of one parquet data file. ``path`` (relative to the table) names it in errors.
+    """The rows of one parquet data file (a local name, or one from Storage.open_input).
+
+    ``path`` (relative to the table) names it in errors.
 
     Raises CorruptDataFileError if the file is not readable parquet, FileNotFoundError if it is gone.
     """
@@ -33,4 +36,5 @@ def read_data_file(
         raise
     except (pa.ArrowInvalid, OSError) as exc:
         text = str(exc)
-        raise CorruptDataFileError(path or full_path, text.splitlines()[0] if text else type(exc).__name__) from None
+        problem = text.splitlines()[0] if text else type(exc).__name__
+        raise CorruptDataFileError(path or str(full_path), problem) from None

@@ -254,8 +254,45 @@ def file_group_lock(storage: Storage, partition_path: str, file_id: str) -> Iter
     """
     digest = hashlib.sha1(f"{partition_path}/{file_id}".encode()).digest()
     stripe = int.from_bytes(digest[:4], "big") % FILE_GROUP_LOCK_STRIPES
-    with exclusive_flock(storage.full_path(f"{FILE_GROUP_LOCK_DIR}/{stripe:03d}.lock")):
+    path = f"{FILE_GROUP_LOCK_DIR}/{stripe:03d}.lock"
+    if not storage.is_local:  # no flock on object stores: a short lease object instead
+        with _stripe_lease(storage, path):
+            yield
+        return
+    with exclusive_flock(storage.full_path(path)):
         yield
+
+
+STRIPE_LEASE_MS = 30_000  # far above the check-then-create it guards; a dead holder's lease lapses
+
+
+@contextlib.contextmanager
+def _stripe_lease(storage: Storage, path: str) -> Iterator[None]:
+    """Hold the lease object ``path``: created with put-if-absent, taken over (If-Match) only once
+    it is older than STRIPE_LEASE_MS (its holder died), deleted on exit if still ours."""
+    import time
+    import uuid
+
+    from tidemark.storage import CreateOutcome
+
+    token = uuid.uuid4().hex.encode()
+    pause = 0.01
+    while True:
+        if storage.create_if_absent(path, token) is CreateOutcome.CREATED:
+            break
+        seen = storage.read_versioned(path)
+        written = storage.modified_ms(path) if seen is not None else None
+        if seen is not None and written is not None and time.time() * 1000 - written > STRIPE_LEASE_MS \
+                and storage.replace_if_match(path, token, seen.version):
+            break
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
+    try:
+        yield
+    finally:
+        current = storage.read_versioned(path)
+        if current is not None and current.data == token:
+            storage.delete(path)
 
 
 class AsyncConflictChecker:

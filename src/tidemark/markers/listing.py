@@ -32,6 +32,12 @@ def is_server_marker_file(name: str) -> bool:
 
 def _read_marker_file(storage: Storage, path: str) -> tuple[Marker, ...]:
     full = storage.full_path(path)
+    if not storage.is_local:  # no cheap stat on object stores: read the file each time
+        try:
+            text = storage.read_bytes(path).decode()
+        except FileNotFoundError:
+            return ()
+        return tuple(m for m in map(parse_marker, text.splitlines()) if m is not None)
     try:
         st = os.stat(full)
         with _parsed_lock:

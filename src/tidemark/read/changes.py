@@ -80,8 +80,8 @@ def _records(
     pieces = []
     for group in groups:
         latest = group.latest_slice
-        logs = [storage.full_path(log.path) for log in latest.logs]
-        pieces.append(read_slice(storage.full_path(latest.base.path), logs, merger, schema,
+        logs = [storage.open_input(log.path) for log in latest.logs]
+        pieces.append(read_slice(storage.open_input(latest.base.path), logs, merger, schema,
                                  delete_ordering_field=delete_ordering_field))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
 

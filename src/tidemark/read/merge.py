@@ -71,6 +71,7 @@ from tidemark.merge.base import (
     rebuild,
     same_values,
 )
+from tidemark.storage.base import DataSource
 
 KEYS = (RECORD_KEY,)  # one file group holds one partition: the record key is the key
 
@@ -132,7 +133,7 @@ def delete_records(
 
 
 def read_log_records(
-    full_paths: Sequence[str], schema: pa.Schema, *, delete_ordering_field: str | None = None
+    full_paths: Sequence[DataSource], schema: pa.Schema, *, delete_ordering_field: str | None = None
 ) -> list[LogRecords]:
     """Decode the data and delete blocks of log files (given in merge order), block by block.
 
@@ -215,8 +216,8 @@ def merge_slice(base: pa.Table | None, logs: Sequence[LogRecords], merger: Recor
 
 
 def read_slice(
-    base_full_path: str | None,
-    log_full_paths: Sequence[str],
+    base_full_path: DataSource | None,
+    log_full_paths: Sequence[DataSource],
     merger: RecordMerger,
     schema: pa.Schema,
     *,
@@ -227,7 +228,7 @@ def read_slice(
     ``delete_ordering_field``: the table's column for delete ordering values
     (:func:`tidemark.format.log_file.delete_ordering_field` of its ordering fields).
     """
-    base = read_data_file(base_full_path, schema=schema) if base_full_path else None
+    base = read_data_file(base_full_path, schema=schema) if base_full_path is not None else None
     if not log_full_paths:  # a base file alone: its keys are unique, nothing to merge
         return base if base is not None else schema.empty_table()
     logs = read_log_records(log_full_paths, schema, delete_ordering_field=delete_ordering_field)

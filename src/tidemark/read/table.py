@@ -6,7 +6,7 @@ source plans its scans with it, and ``Table`` reads through the same functions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -16,15 +16,18 @@ from tidemark.format.properties import PROPERTIES_PATH, TableConfig, check_field
 from tidemark.format.schema import arrow_schema_from_avro
 from tidemark.merge import MergeConfig, RecordMerger
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan, prune, snapshot_plan
-from tidemark.storage import LocalStorage, Storage
+from tidemark.storage import Storage
+from tidemark.storage.location import open_storage
 from tidemark.timeline import Timeline
 
 
-def open_properties(path: str) -> tuple[Storage, TableConfig, dict[str, str]]:
+def open_properties(
+    path: str, storage_options: Mapping[str, str] | None = None
+) -> tuple[Storage, TableConfig, dict[str, str]]:
     """The table at ``path``: its storage, its configuration and ``hoodie.properties`` as stored.
     TableNotFoundError if there
     is none; CorruptPropertiesError if its create schema is unreadable or lacks the key fields."""
-    storage = LocalStorage(path)
+    storage = open_storage(path, storage_options)
     props = load_properties(storage.read_bytes)
     if props is None:
         detail = "the path does not exist" if not storage.exists("") else f"{PROPERTIES_PATH} is missing"
@@ -85,10 +88,12 @@ class ReadableTable:
         self._schema: pa.Schema | None = None
 
     @classmethod
-    def open(cls, path: str, *, spark: Any = None) -> ReadableTable:
-        """Open the table at ``path`` for reading (``spark`` is accepted and unused: reading plans
-        needs no engine)."""
-        storage, config, _ = open_properties(path)
+    def open(
+        cls, path: str, *, spark: Any = None, storage_options: Mapping[str, str] | None = None
+    ) -> ReadableTable:
+        """Open the table at ``path`` (a local path or URI) for reading (``spark`` is accepted and
+        unused: reading plans needs no engine)."""
+        storage, config, _ = open_properties(path, storage_options)
         return cls(storage, config)
 
     @property

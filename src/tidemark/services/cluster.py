@@ -54,6 +54,7 @@ from tidemark.markers import delete_markers, marked_data_files
 from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.services.runner import ServiceSteps, run_service
 from tidemark.storage import CreateOutcome, Storage
+from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
 from tidemark.write.cluster_group import ClusterSpec
@@ -344,6 +345,7 @@ class ClusteringService:
         spec = ClusterSpec(
             WriteSpec(
                 base_path=self.storage.base_path,
+                location=location_of(self.storage),
                 instant_time=scheduled.instant_time,
                 schema=file_schema,
                 ordering_fields=(),

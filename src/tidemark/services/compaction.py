@@ -25,7 +25,6 @@ deletes its partial files (from markers) and runs the same plan again.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -46,6 +45,7 @@ from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.services.runner import BUSY, ServiceSteps
 from tidemark.storage import CreateOutcome, Storage
+from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.write.file_group import WriteSpec, parquet_options
 from tidemark.write.footer import write_base_file
@@ -208,9 +208,9 @@ def compact_slice(
     finally:
         markers.close()
     base_path = join_partition(op.partition_path, op.base_file)
-    log_paths = [storage.full_path(join_partition(op.partition_path, f)) for f in op.log_files]
+    log_paths = [storage.open_input(join_partition(op.partition_path, f)) for f in op.log_files]
     merged = read_slice(
-        storage.full_path(base_path),
+        storage.open_input(base_path),
         log_paths,
         merger,
         spec.schema,
@@ -219,10 +219,9 @@ def compact_slice(
     # Records keep their commit time and sequence number: the compaction changes no record.
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
                                constant(name, merged.num_rows))
-    full = storage.full_path(rel_path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-
-    write_base_file(merged, full, spec, **parquet_options(spec, merged))
+    out = storage.open_output(rel_path)
+    write_base_file(merged, out.sink, spec, **parquet_options(spec, merged))
+    file_size = out.commit()
     return WriteStat(
         partition_path=op.partition_path,
         file_id=op.file_id,
@@ -232,7 +231,7 @@ def compact_slice(
         num_inserts=0,
         num_updates=0,
         num_deletes=0,
-        file_size=os.path.getsize(full),
+        file_size=file_size,
         prev_base_file=op.base_file,
         total_write_time_ms=int((time.monotonic() - started) * 1000),
         log_files_compacted=len(op.log_files),
@@ -262,6 +261,7 @@ def execute(
         storage.delete(leftover)
     delete_markers(storage, plan.instant_time)
     spec = WriteSpec(
+        location=location_of(storage),
         base_path=storage.base_path,
         instant_time=plan.instant_time,
         schema=with_meta_columns(user_schema),

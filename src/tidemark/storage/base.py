@@ -13,9 +13,14 @@ the commit protocol builds on:
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypeAlias
+
+import pyarrow as pa
+
+# What parquet and log readers take: a local file name, or an in-memory file read from a store.
+DataSource: TypeAlias = str | pa.NativeFile
 
 
 class CreateOutcome(enum.Enum):
@@ -51,8 +56,44 @@ class FileInfo:
         return self.path.rsplit("/", 1)[-1]
 
 
+class OutputFile(Protocol):
+    """A file being written (see :meth:`Storage.open_output`).
+
+    ``sink`` is what pyarrow writers take (a local file name, or an in-memory stream);
+    :meth:`size` is the bytes written so far; :meth:`commit` publishes the file (a no-op on the
+    local file system, the one put on an object store). Writers must be closed before commit.
+    """
+
+    @property
+    def sink(self) -> str | pa.NativeFile: ...
+
+    def size(self) -> int: ...
+
+    def commit(self) -> int:
+        """Publish the file; returns its final size in bytes."""
+        ...
+
+
 class Storage(Protocol):
     """Files under one base path."""
+
+    @property
+    def options(self) -> Mapping[str, str]:
+        """The storage options it was opened with (secrets included: show them only redacted)."""
+        ...
+
+    @property
+    def is_local(self) -> bool:
+        """Whether this is the local file system (flock, rename and folders are available)."""
+        ...
+
+    def open_input(self, path: str) -> DataSource:
+        """A source pyarrow and the log reader can read ``path`` from; FileNotFoundError if absent."""
+        ...
+
+    def open_output(self, path: str) -> OutputFile:
+        """Start writing ``path`` (folders created as needed); nothing is visible before commit()."""
+        ...
 
     @property
     def base_path(self) -> str: ...

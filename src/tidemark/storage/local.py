@@ -15,7 +15,28 @@ import shutil
 import uuid
 from collections.abc import Iterator
 
-from tidemark.storage.base import CreateOutcome, FileInfo, Versioned
+from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Versioned
+
+
+class LocalOutputFile:
+    """A file written in place on the local file system (visible as it grows, as before)."""
+
+    def __init__(self, full: str) -> None:
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        self._full = full
+
+    @property
+    def sink(self) -> str:
+        return self._full
+
+    def size(self) -> int:
+        try:
+            return os.path.getsize(self._full)
+        except FileNotFoundError:
+            return 0
+
+    def commit(self) -> int:
+        return os.path.getsize(self._full)
 
 
 class LocalStorage:
@@ -28,8 +49,22 @@ class LocalStorage:
     def base_path(self) -> str:
         return self._base
 
+    @property
+    def options(self) -> dict[str, str]:
+        return {}
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
     def full_path(self, path: str) -> str:
         return os.path.join(self._base, path) if path else self._base
+
+    def open_input(self, path: str) -> DataSource:
+        return self.full_path(path)  # pyarrow reads (and memory-maps) local files itself
+
+    def open_output(self, path: str) -> LocalOutputFile:
+        return LocalOutputFile(self.full_path(path))
 
     def exists(self, path: str) -> bool:
         return os.path.exists(self.full_path(path))

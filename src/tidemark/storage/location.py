@@ -12,19 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from tidemark.storage.secrets import is_secret_option
+
 if TYPE_CHECKING:
     from tidemark.storage.base import Storage
-
-# Option names whose values are secrets (compared lower-case, as substrings).
-_SECRET_MARKERS = ("secret", "password", "token", "access_key", "account_key", "sas", "credential")
-
-
-def is_secret_option(name: str) -> bool:
-    lowered = name.lower()
-    if lowered.endswith("access_key_id"):
-        return False  # a key id names the key; it is not the secret
-    return any(marker in lowered for marker in _SECRET_MARKERS)
-
 
 @dataclass(frozen=True)
 class StorageLocation:
@@ -48,10 +39,31 @@ class StorageLocation:
         return open_storage(self.uri, self.options)
 
 
+def location_of(storage: Storage) -> StorageLocation:
+    """The picklable location that reopens ``storage`` (in a Spark task, say)."""
+    return StorageLocation(storage.base_path, dict(storage.options))
+
+
+_OPENED: dict[tuple[str, tuple[tuple[str, str], ...]], Storage] = {}
+
+
+def storage_of(location: StorageLocation) -> Storage:
+    """The storage of ``location``, opened once per process (tasks write many files to one table)."""
+    key = (location.uri, tuple(sorted((str(k), str(v)) for k, v in location.options.items())))
+    found = _OPENED.get(key)
+    if found is None:
+        found = _OPENED[key] = location.open()
+    return found
+
+
 def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
     """Open the storage of a table at ``uri``.
 
-    Local paths and ``file://`` URIs give :class:`~tidemark.storage.local.LocalStorage`.
+    Local paths and ``file://`` URIs give :class:`~tidemark.storage.local.LocalStorage`;
+    ``s3://`` (AWS or any S3-compatible endpoint), ``gs://``, ``az://`` and ``abfs[s]://`` give
+    :class:`~tidemark.storage.object_store.ObjectStorage`, configured by ``storage_options``
+    (the keys hudi-rs and delta-rs take, such as ``aws_endpoint_url`` or ``aws_region``) and else by
+    the standard environment variables. ConfigError for any other scheme.
     """
     from tidemark.storage.local import LocalStorage
 
@@ -59,6 +71,12 @@ def open_storage(uri: str, storage_options: Mapping[str, str] | None = None) -> 
         return LocalStorage(uri[len("file://"):] or "/")
     if "://" not in uri:
         return LocalStorage(os.path.expanduser(uri))
-    from tidemark.errors import TidemarkError
+    from tidemark.storage.object_store import SCHEMES, ObjectStorage
 
-    raise TidemarkError(f"unsupported table URI {uri!r}: object stores are not supported yet")
+    scheme = uri.split("://", 1)[0].lower()
+    if scheme not in SCHEMES:
+        from tidemark.errors import ConfigError
+
+        raise ConfigError(
+            f"unsupported table URI {uri!r}: use a local path, file://, s3://, gs://, az:// or abfs[s]://")
+    return ObjectStorage(uri, {str(k): str(v) for k, v in (storage_options or {}).items()})

@@ -36,6 +36,7 @@ from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatc
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
 from tidemark.storage import Storage
+from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, Timeline
 from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets, new_bucket_salt
 from tidemark.write.commit import CommitProtocol, PendingWrite
@@ -536,6 +537,7 @@ def bucket_spec(cfg: TableConfig) -> BucketSpec | None:
 def _spec(client: WriteClient, user_schema: pa.Schema) -> WriteSpec:
     return WriteSpec(
         base_path=client.storage.base_path,
+        location=location_of(client.storage),
         instant_time="",  # set once the instant exists
         schema=pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + list(user_schema)),
         ordering_fields=client.table_config.ordering_fields,

@@ -12,7 +12,6 @@ Every file gets its marker first, as in every other write.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +26,6 @@ from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new
 from tidemark.format.parquet_file import read_data_file
 from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
-from tidemark.storage import LocalStorage
 from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec, parquet_options
 from tidemark.write.footer import FooterKeys
 
@@ -55,10 +53,10 @@ def _aligned(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def read_group(spec: ClusterSpec, group: ClusteringGroup) -> pa.Table:
     """All rows of ``group`` in memory, sorted by the sort columns (needed to sort them)."""
-    storage = LocalStorage(spec.write.base_path)
+    storage = spec.write.storage()
     schema = spec.write.schema
     pieces = [
-        _aligned(read_data_file(storage.full_path(s.data_file_path), path=s.data_file_path), schema)
+        _aligned(read_data_file(storage.open_input(s.data_file_path), path=s.data_file_path), schema)
         for s in group.slices
     ]
     rows = pa.concat_tables(pieces) if pieces else schema.empty_table()
@@ -72,20 +70,20 @@ def _batches(spec: ClusterSpec, group: ClusteringGroup) -> Iterator[pa.Table]:
     if spec.sort_columns:
         yield read_group(spec, group)
         return
-    storage = LocalStorage(spec.write.base_path)
+    storage = spec.write.storage()
     for s in group.slices:
         with _damaged_as_corrupt(s.data_file_path):
-            batches = pq.ParquetFile(storage.full_path(s.data_file_path)).iter_batches(batch_size=65_536)
+            batches = pq.ParquetFile(storage.open_input(s.data_file_path)).iter_batches(batch_size=65_536)
             for batch in batches:
                 yield _aligned(pa.Table.from_batches([batch]), spec.write.schema)
 
 
 def _rows_in(spec: ClusterSpec, group: ClusteringGroup) -> int:
-    storage = LocalStorage(spec.write.base_path)
+    storage = spec.write.storage()
     total = 0
     for s in group.slices:
         with _damaged_as_corrupt(s.data_file_path):
-            total += pq.read_metadata(storage.full_path(s.data_file_path)).num_rows
+            total += pq.read_metadata(storage.open_input(s.data_file_path)).num_rows
     return total
 
 
@@ -111,11 +109,11 @@ class _Output:
         self.file_id = new_file_id()
         self.name = base_file_name(self.file_id, token, spec.write.instant_time)
         self.rel_path = join_partition(partition, self.name)
-        storage = LocalStorage(spec.write.base_path)
+        storage = spec.write.storage()
         # A service writes direct markers: no marker server runs for it.
         DirectMarkerWriter(storage, spec.write.instant_time).create(self.rel_path, IOType.CREATE)
-        self.full = storage.full_path(self.rel_path)
-        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.output = storage.open_output(self.rel_path)
+        self.full = self.output.sink
         self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
         self.rows = 0
         self._name_index = spec.write.schema.get_field_index(FILE_NAME)
@@ -148,7 +146,7 @@ class _Output:
         self.writer.close()
         # Hudi counts clustered records as inserts into the new file groups.
         return WriteStat.new_file(self.partition, self.file_id, self.rel_path, rows=self.rows,
-                                  file_size=os.path.getsize(self.full),
+                                  file_size=self.output.commit(),
                                   write_time_ms=int((time.monotonic() - started) * 1000))
 
 

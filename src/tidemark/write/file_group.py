@@ -12,7 +12,6 @@ merge-on-read table an existing file group gets a log file instead
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterable, Iterator
 
@@ -36,7 +35,6 @@ from tidemark.format.parquet_file import read_data_file
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
-from tidemark.storage import LocalStorage
 from tidemark.write.footer import FooterKeys, write_base_file
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, with_meta_columns
@@ -123,7 +121,7 @@ def write_file_group(
         return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
                                base_file=base_file, token=token, task_partition=task_partition)
     started = time.monotonic()
-    storage = LocalStorage(spec.base_path)
+    storage = spec.storage()
     name = base_file_name(file_id, token, spec.instant_time)
     rel_path = join_partition(partition_path, name)
     # The marker goes first: with early conflict detection this is where a doomed write stops.
@@ -140,7 +138,7 @@ def write_file_group(
     pieces: list[pa.Table] = []
     prev_commit = None
     if base_file is not None:
-        old = read_data_file(storage.full_path(base_file), path=base_file, schema=spec.schema)
+        old = read_data_file(storage.open_input(base_file), path=base_file, schema=spec.schema)
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
         old_keys = old.column(RECORD_KEY).combine_chunks()
         touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
@@ -179,9 +177,9 @@ def write_file_group(
     pieces.append(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
     out = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
 
-    full = storage.full_path(rel_path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    write_base_file(out, full, spec, **parquet_options(spec, out))
+    output = storage.open_output(rel_path)
+    write_base_file(out, output.sink, spec, **parquet_options(spec, out))
+    file_size = output.commit()
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
@@ -191,7 +189,7 @@ def write_file_group(
         num_inserts=inserts.num_rows,
         num_updates=num_updates,
         num_deletes=num_deletes,
-        file_size=os.path.getsize(full),
+        file_size=file_size,
         prev_base_file=base_file.rsplit("/", 1)[-1] if base_file else None,
         total_write_time_ms=int((time.monotonic() - started) * 1000),
     )
@@ -238,10 +236,9 @@ class _RollingFile:
         self.file_id = new_file_id()
         self.name = base_file_name(self.file_id, token, spec.instant_time)
         self.rel_path = join_partition(partition_path, self.name)
-        storage = LocalStorage(spec.base_path)
         markers.create(self.rel_path, IOType.CREATE)
-        self.full = storage.full_path(self.rel_path)
-        os.makedirs(os.path.dirname(self.full), exist_ok=True)
+        self.output = spec.storage().open_output(self.rel_path)
+        self.full = self.output.sink
         self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
@@ -270,7 +267,7 @@ class _RollingFile:
 
     def size(self) -> int:
         """Bytes on disk so far (buffered rows not included)."""
-        return os.path.getsize(self.full) if self.writer is not None else 0
+        return self.output.size() if self.writer is not None else 0
 
     def close(self) -> WriteStat:
         self.flush()
@@ -279,7 +276,7 @@ class _RollingFile:
         self.writer.add_key_value_metadata(self._footer.footer(self.spec.schema))
         self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
-                                  file_size=os.path.getsize(self.full),
+                                  file_size=self.output.commit(),
                                   write_time_ms=int((time.monotonic() - self.started) * 1000))
 
 
@@ -291,7 +288,7 @@ def write_new_files(
     A file is closed and a new file group started once it reaches ``max_file_size``
     on disk; sizes are checked after each batch, so files overshoot by at most one batch.
     """
-    markers = open_marker_writer(LocalStorage(spec.base_path), spec.instant_time, spec.markers)
+    markers = open_marker_writer(spec.storage(), spec.instant_time, spec.markers)
     try:
         yield from _write_rolling(spec, batches, markers, token=token, task_partition=task_partition)
     finally:

@@ -9,7 +9,6 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +44,7 @@ def base_file_footer(
     return footer
 
 
-def write_base_file(rows: pa.Table, full_path: str, spec: WriteSpec, **options: Any) -> None:
+def write_base_file(rows: pa.Table, full_path: str | pa.NativeFile, spec: WriteSpec, **options: Any) -> None:
     """Write ``rows`` as one parquet base file with Hudi's footer.
 
     The footer goes in as key-value metadata at close, not as schema metadata: pyarrow would
@@ -98,4 +97,4 @@ class FooterKeys:
 
 def table_name_of(base_path: str, table_name: str = "") -> str:
     """The name Hudi's Avro record is named after: the table's, else its folder's."""
-    return table_name or os.path.basename(base_path.rstrip("/")) or "table"
+    return table_name or base_path.rstrip("/").rsplit("/", 1)[-1] or "table"

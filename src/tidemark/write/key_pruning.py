@@ -64,7 +64,7 @@ def files_that_may_hold(
             continue
         candidates += 1
         try:
-            footer = pq.read_metadata(storage.full_path(f.path)).metadata or {}
+            footer = pq.read_metadata(storage.open_input(f.path)).metadata or {}
         except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
             kept.append(f)
             continue

@@ -17,7 +17,6 @@ another type, or a delete given without its ordering value) it carries Hudi's
 
 from __future__ import annotations
 
-import os
 import time
 
 import pyarrow as pa
@@ -38,7 +37,6 @@ from tidemark.format.log_file import (
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY, join_partition
 from tidemark.markers import IOType, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
-from tidemark.storage import LocalStorage
 from tidemark.write.meta_columns import with_meta_columns
 from tidemark.write.spec import WriteSpec
 
@@ -74,7 +72,7 @@ def append_log_file(
     """Append the batch's upserts and deletes of one file group as a new log file."""
     assert spec.log_schema is not None
     started = time.monotonic()
-    storage = LocalStorage(spec.base_path)
+    storage = spec.storage()
     name = log_file_name(file_id, spec.instant_time, LOG_VERSION, token)
     rel_path = join_partition(partition_path, name)
     markers = open_marker_writer(storage, spec.instant_time, spec.markers)
@@ -106,11 +104,14 @@ def append_log_file(
             for k, p, o in zip(keys, parts, ordering, strict=True)
         ]
         chunks.append(encode_block(delete_block(spec.instant_time, spec.log_schema, records)))
-    full = storage.full_path(rel_path)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
-    with open(full, "wb") as f:
-        f.write(b"".join(chunks))
-    size = os.path.getsize(full)
+    # A new log file per write (never appended to): one atomic put on object stores.
+    output = storage.open_output(rel_path)
+    if isinstance(output.sink, str):
+        with open(output.sink, "wb") as f:
+            f.write(b"".join(chunks))
+    else:
+        output.sink.write(b"".join(chunks))
+    size = output.commit()
     base_name = base_file.rsplit("/", 1)[-1]
     return WriteStat(
         partition_path=partition_path,

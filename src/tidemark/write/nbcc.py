@@ -25,7 +25,6 @@ checks NBCC exists to avoid.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 
@@ -70,10 +69,9 @@ def empty_base_writer(storage: Storage, schema: pa.Schema, compression: str) -> 
             markers.create(rel_path, IOType.CREATE)
         finally:
             markers.close()
-        full = storage.full_path(rel_path)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        pq.write_table(schema.empty_table(), full, compression=codec)
-        return WriteStat.new_file(partition_path, file_id, rel_path, rows=0, file_size=os.path.getsize(full),
+        output = storage.open_output(rel_path)
+        pq.write_table(schema.empty_table(), output.sink, compression=codec)
+        return WriteStat.new_file(partition_path, file_id, rel_path, rows=0, file_size=output.commit(),
                                   write_time_ms=int((time.monotonic() - started) * 1000))
 
     return write_base

@@ -8,6 +8,8 @@ import pyarrow as pa
 
 from tidemark.markers import MarkerSpec
 from tidemark.merge import MergeConfig
+from tidemark.storage.base import Storage
+from tidemark.storage.location import StorageLocation, storage_of
 
 
 @dataclass(frozen=True)
@@ -28,3 +30,10 @@ class WriteSpec:
     log_block_format: str = "avro"  # or "parquet"
     table_name: str = ""  # names the Avro schema in base-file footers (the folder's name if empty)
     bloom_filter: bool = True  # hoodie.parquet.bloom.filter.enabled: the key bloom filter in footers
+    # Where the table lives, with its storage options: tasks open their storage from it (an
+    # object store needs its credentials on every executor). None: the local base_path.
+    location: StorageLocation | None = None
+
+    def storage(self) -> Storage:
+        """The table's storage, opened once per process for this location."""
+        return storage_of(self.location or StorageLocation(self.base_path))

@@ -39,7 +39,8 @@ from tidemark.format.schema import avro_schema_json
 from tidemark.merge import MergeConfig
 from tidemark.merge.config import format_column_groups
 from tidemark.read.table import open_properties
-from tidemark.storage import LocalStorage, Storage
+from tidemark.storage import Storage
+from tidemark.storage.location import open_storage
 from tidemark.write.bucket import BucketSpec
 from tidemark.write.nbcc import check_table_supports
 
@@ -64,6 +65,7 @@ def create_table(
     options: Mapping[str, Any] | None = None,
     schema: Any = None,
     to_arrow: Callable[[Any], pa.Schema | None] = lambda s: s,
+    storage_options: Mapping[str, str] | None = None,
 ) -> OpenedTable:
     """Create an empty table at ``path`` (a new or empty folder); see ``Table.create``.
 
@@ -79,15 +81,16 @@ def create_table(
         raise ConfigError(f"table_type must be {COPY_ON_WRITE} or {MERGE_ON_READ}, got {table_type!r}")
     raw = validate_keys(options or {})
     write_config = resolve_write_config(write_options(raw))
-    storage = LocalStorage(path)
+    storage = open_storage(path, storage_options)
+    local = storage.is_local
     if storage.exists(PROPERTIES_PATH):
         raise TableExistsError(path, "a table already exists there; use Table.open")
-    if storage.exists("") and not os.path.isdir(storage.base_path):
+    if local and storage.exists("") and not os.path.isdir(storage.base_path):
         raise TableExistsError(path, "it is a file")
     if storage.exists("") and not storage.is_empty_dir(""):
         raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
     arrow_schema = to_arrow(schema)
-    name = raw.get("hoodie.table.name") or os.path.basename(storage.base_path.rstrip("/")) or "table"
+    name = raw.get("hoodie.table.name") or storage.base_path.rstrip("/").rsplit("/", 1)[-1] or "table"
     given = merge_options(raw)
     merge = MergeConfig.build(
         mode=given.mode,
@@ -125,18 +128,20 @@ def create_table(
     # A table created for several writers records their settings at once (see set_concurrency).
     settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
     config = replace(config, extra={**config.extra, **settings.to_properties()})
-    for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
-        os.makedirs(storage.full_path(folder), exist_ok=True)
+    for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
+        os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
     # hoodie.properties last: until it exists the folder is not a table.
     storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
     return OpenedTable(storage, config, write_config, arrow_schema)
 
 
-def open_table(path: str, options: Mapping[str, Any] | None = None) -> OpenedTable:
+def open_table(
+    path: str, options: Mapping[str, Any] | None = None, storage_options: Mapping[str, str] | None = None
+) -> OpenedTable:
     """Open the table at ``path``; TableNotFoundError if there is none, ConfigError for options
     that disagree with the table."""
     write_config = resolve_write_config(write_options(validate_keys(options or {})))
-    storage, config, props = open_properties(path)
+    storage, config, props = open_properties(path, storage_options)
     check_fixed_options(validate_keys(options or {}), props)
     check_table_supports(write_config, config)
     return OpenedTable(storage, config, write_config)

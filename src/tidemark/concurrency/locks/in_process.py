@@ -23,7 +23,7 @@ import socket
 import threading
 
 from tidemark.concurrency.locks.base import LockSettings, owner_id
-from tidemark.errors import InProcessLockError
+from tidemark.errors import ConfigError, InProcessLockError
 
 CLAIM_FILE = os.path.join(".hoodie", ".locks", "in_process.lock")
 
@@ -96,6 +96,14 @@ class InProcessLockProvider:
     def __init__(self, settings: LockSettings, table_path: str) -> None:
         self._settings = settings
         self._key = normalize_table_path(table_path)
+        if "://" in self._key:
+            # Its claim file (which keeps two processes off one table) needs a local folder.
+            raise ConfigError(
+                f"the in_process lock provider works on local tables only, not {table_path!r}: writers "
+                "in other processes or machines would not be excluded. Use the zookeeper lock provider "
+                "(or the storage-based / DynamoDB providers) for tables on object stores",
+                key="hoodie.write.lock.provider",
+            )
         self._lock = _table_lock(self._key)
         self._id = owner_id()
         self._held = False

@@ -38,13 +38,13 @@ def read_plan(
         logs = plan.logs_of(f)
         if logs:
             assert merger is not None
-            paths = [storage.full_path(g.path) for g in logs]
+            paths = [storage.open_input(g.path) for g in logs]
             slice_rows = read_slice(
-                storage.full_path(f.path), paths, merger, schema, delete_ordering_field=delete_ordering_field
+                storage.open_input(f.path), paths, merger, schema, delete_ordering_field=delete_ordering_field
             )
             tables.append(slice_rows)
         else:
-            tables.append(read_data_file(storage.full_path(f.path), path=f.path, schema=schema))
+            tables.append(read_data_file(storage.open_input(f.path), path=f.path, schema=schema))
     table = pa.concat_tables(tables)
     if plan.commit_times is not None:
         table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(sorted(plan.commit_times), pa.string())))

@@ -18,7 +18,6 @@ from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.merge import RecordMerger
 from tidemark.services.compaction import CompactionOperation, compact_slice
-from tidemark.storage import LocalStorage
 from tidemark.write.file_group import WriteSpec
 
 
@@ -32,7 +31,7 @@ def compact_slices(
         for b in batches:
             for task, op in zip(b.column(0).to_pylist(), b.column(1).to_pylist(), strict=True):
                 operation = CompactionOperation.from_avro(json.loads(op))
-                stat = compact_slice(spec, LocalStorage(spec.base_path), operation, task, merger)
+                stat = compact_slice(spec, spec.storage(), operation, task, merger)
                 yield from stats_table([stat]).to_batches()
 
     rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]

@@ -12,6 +12,10 @@ start              hoodie.datasource.read.begin.instanttime    incremental, excl
 end                hoodie.datasource.read.end.instanttime      incremental, inclusive
 =================  ==========================================  ===========================
 
+A table on an object store (``load("s3://bucket/t")``) takes its storage options as further
+options, with the keys hudi-rs takes (``aws_endpoint_url``, ``aws_region``, ``aws_access_key_id``,
+..., and ``timeout`` / ``max_retries``); the tasks read its files through them.
+
 Equality and IN filters on partition columns prune partitions when
 ``spark.sql.python.filterPushdown.enabled`` is true.
 """
@@ -38,6 +42,15 @@ _ALIASES = {
     "hoodie.datasource.read.end.instanttime": "end",
 }
 _KNOWN = {"path", "query_type", "as_of", "start", "end"}
+_STORAGE_PREFIXES = ("aws_", "google_", "azure_")
+_STORAGE_KEYS = {"timeout", "connect_timeout", "max_retries", "retry_timeout", "allow_http"}
+
+
+def _storage_options(options: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(read options, storage options): an object store's keys go to the table's storage."""
+    storage = {k: v for k, v in options.items()
+               if k.lower().startswith(_STORAGE_PREFIXES) or k.lower() in _STORAGE_KEYS}
+    return {k: v for k, v in options.items() if k not in storage}, storage
 
 
 def _normalize(options: dict[str, str]) -> dict[str, str]:
@@ -68,10 +81,11 @@ class TidemarkDataSource(DataSource):
     def _plan(self) -> tuple[Any, Any, Any]:
         from tidemark.read.table import ReadableTable as Table
 
-        opts = _normalize(dict(self.options))
+        given, storage_options = _storage_options(dict(self.options))
+        opts = _normalize(given)
         if "path" not in opts:
             raise ConfigError("spark.read.format('tidemark').load(path) needs a path")
-        table = Table.open(opts["path"], spark=None)
+        table = Table.open(opts["path"], spark=None, storage_options=storage_options)
         query = opts.get("query_type", "snapshot").lower()
         if query in ("snapshot", "read_optimized"):
             plan = table.read_plan(as_of=opts.get("as_of"), query_type=query)
@@ -102,9 +116,11 @@ class _Reader(DataSourceReader):
     def __init__(self, table: Any, plan: Any, schema: pa.Schema) -> None:
         from tidemark.format.log_file import delete_ordering_field
         from tidemark.format.partition_path import partition_values
+        from tidemark.storage.location import location_of
 
         cfg = table.config
         self.base = table.storage.base_path
+        self.location = location_of(table.storage)  # tasks read files through the table's storage
         self.schema = schema
         self.commit_times = sorted(plan.commit_times) if plan.commit_times is not None else None
         self.partition_fields = cfg.partition_fields
@@ -133,20 +149,24 @@ class _Reader(DataSourceReader):
         return [_FilePartition(f"{self.base}/{p}", values, self.logs.get(p, ())) for p, values in keep]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from tidemark.storage.location import storage_of
+
         assert isinstance(partition, _FilePartition)
+        storage = storage_of(self.location)
+        skip = len(self.base) + 1  # partitions name files by full path: the storage takes them relative
         if partition.logs:
             from tidemark.read.merge import read_slice
 
             assert self.merger is not None  # the plan had logs
             table = read_slice(
-                partition.path,
-                partition.logs,
+                storage.open_input(partition.path[skip:]),
+                [storage.open_input(log[skip:]) for log in partition.logs],
                 self.merger,
                 self.schema,
                 delete_ordering_field=self.delete_ordering_field,
             )
         else:
-            table = pq.read_table(partition.path, schema=self.schema)
+            table = pq.read_table(storage.open_input(partition.path[skip:]), schema=self.schema)
         if self.commit_times is not None:
             table = table.filter(pc.is_in(table.column(COMMIT_TIME), pa.array(self.commit_times, pa.string())))
         yield from table.to_batches()

@@ -11,12 +11,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from tidemark.engines.spark.object_files import read_parquet_files
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
 from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
+from tidemark.storage.base import DataSource
+from tidemark.storage.location import StorageLocation, location_of, storage_of
 
 _LOG_SEPARATOR = "\n"
 
@@ -27,13 +30,20 @@ def _merged_slices(
     arrow_schema: pa.Schema,
     merger: RecordMerger,
     delete_ordering_field: str | None,
+    location: StorageLocation | None = None,
 ) -> DataFrame:
-    # The closure ships the merger (built on the driver) to the tasks.
+    # The closure ships the merger (built on the driver) to the tasks. With a location (an object
+    # store) the paths are table-relative and the tasks read them through the table's storage.
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_of(location) if location is not None else None
         for batch in batches:
             for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
+                names = logs.split(_LOG_SEPARATOR)
+                sources: list[DataSource] = (
+                    [storage.open_input(n) for n in names] if storage is not None else list(names))
                 table = read_slice(
-                    base, logs.split(_LOG_SEPARATOR), merger, arrow_schema, delete_ordering_field=delete_ordering_field
+                    storage.open_input(base) if storage is not None else base, sources, merger, arrow_schema,
+                    delete_ordering_field=delete_ordering_field,
                 )
                 yield from table.to_batches()
 
@@ -67,19 +77,24 @@ def read_plan(
     schema = from_arrow_schema(arrow_schema)
     if not plan.files:
         return spark.createDataFrame([], schema)
-    plain = [storage.full_path(f.path) for f in plan.files if not plan.logs_of(f)]
+    # Object stores: table-relative paths, read by tasks through the storage (no Hadoop connector).
+    name = storage.full_path if storage.is_local else (lambda p: p)
+    location = None if storage.is_local else location_of(storage)
+    plain = [name(f.path) for f in plan.files if not plan.logs_of(f)]
     slices = [
-        (storage.full_path(f.path), _LOG_SEPARATOR.join(storage.full_path(g.path) for g in plan.logs_of(f)))
+        (name(f.path), _LOG_SEPARATOR.join(name(g.path) for g in plan.logs_of(f)))
         for f in plan.files
         if plan.logs_of(f)
     ]
     parts = []
-    if plain:
+    if plain and location is not None:
+        parts.append(read_parquet_files(spark, location, plain, arrow_schema))
+    elif plain:
         parts.append(spark.read.schema(schema).parquet(*plain))
     if slices:
         if merger is None:
             raise ValueError("the read plan merges log files: pass the table's record merger")
-        parts.append(_merged_slices(spark, slices, arrow_schema, merger, delete_ordering_field))
+        parts.append(_merged_slices(spark, slices, arrow_schema, merger, delete_ordering_field, location))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     if plan.commit_times is not None:
         df = df.filter(F.col(COMMIT_TIME).isin(sorted(plan.commit_times)))

@@ -386,13 +386,17 @@ class SparkWritePipeline:
         files = view.latest_base_files(partitions)
         if not files:
             return None
-        paths = [view.storage.full_path(f.path) for f in files]
         # An explicit schema spares Spark a job that would infer it from the file footers.
         key_type = pa.string() if key == RECORD_KEY else self.user_schema.field(key).type
-        key_schema = from_arrow_schema(
-            pa.schema([(key, key_type), (PARTITION_PATH, pa.string()), (FILE_NAME, pa.string())])
-        )
-        existing = self.spark.read.schema(key_schema).parquet(*paths)
+        key_arrow = pa.schema([(key, key_type), (PARTITION_PATH, pa.string()), (FILE_NAME, pa.string())])
+        if view.storage.is_local:
+            paths = [view.storage.full_path(f.path) for f in files]
+            existing = self.spark.read.schema(from_arrow_schema(key_arrow)).parquet(*paths)
+        else:  # object stores: Python tasks read the keys through the table's storage
+            from tidemark.engines.spark.object_files import read_parquet_files
+            from tidemark.storage.location import location_of
+
+            existing = read_parquet_files(self.spark, location_of(view.storage), [f.path for f in files], key_arrow)
         return existing.select(
             F.col(key),
             F.col(PARTITION_PATH),

@@ -1,0 +1,36 @@
+"""Parquet files of a table on an object store, read by Spark tasks in Python.
+
+The JVM's parquet reader needs a Hadoop file system for the store (hadoop-aws jars and their
+credentials); tidemark's tasks instead open the table's storage from its picklable
+:class:`~tidemark.storage.location.StorageLocation` and read each file through it, with the same
+storage options as the driver. Local tables keep the JVM reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from tidemark.format.parquet_file import read_data_file
+from tidemark.storage.location import StorageLocation, storage_of
+
+
+def read_parquet_files(
+    spark: SparkSession, location: StorageLocation, paths: Sequence[str], schema: pa.Schema
+) -> DataFrame:
+    """A DataFrame of the rows of ``paths`` (relative to the table), only ``schema``'s columns."""
+    columns = list(schema.names)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        storage = storage_of(location)
+        for batch in batches:
+            for path in batch.column(0).to_pylist():
+                rows = read_data_file(storage.open_input(path), path=path, columns=columns)
+                yield from rows.select(columns).cast(schema).to_batches()
+
+    names = spark.createDataFrame([(p,) for p in paths], "path string")
+    names = names.repartition(max(1, min(len(paths), spark.sparkContext.defaultParallelism * 4)))
+    return names.mapInArrow(read, from_arrow_schema(schema))
