@@ -371,7 +371,9 @@ class Table:
             old = writer_settings.table_settings(self.storage)
             if old == new:
                 return new
-            lock = TableLock(old.lock_settings(self.write_config.lock), self.path) if old is not None else None
+            lock = None
+            if old is not None:
+                lock = TableLock(old.lock_settings(self.write_config.lock), self.path, self.storage)
             try:
                 with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
                     self._refuse_if_writes_alive(old, new)

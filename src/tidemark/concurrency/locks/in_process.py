@@ -11,8 +11,8 @@ nothing), the process **claims** the table while any in-process provider of it i
 an exclusive, non-blocking ``flock`` on ``<table>/.hoodie/.locks/in_process.lock``, taken
 by the first provider of the table in the process and dropped when the last one closes
 (or the process dies). A provider created while another process holds the claim raises
-:class:`~tidemark.errors.InProcessLockError`. Tables that do not exist yet, and tables
-not on the local file system, are not claimed.
+:class:`~tidemark.errors.InProcessLockError`. Tables that do not exist yet are not claimed;
+tables on object stores are refused (ConfigError).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import socket
 import threading
 
 from tidemark.concurrency.locks.base import LockSettings, owner_id, register_lock_provider
-from tidemark.errors import InProcessLockError
+from tidemark.errors import ConfigError, InProcessLockError
 
 CLAIM_FILE = os.path.join(".hoodie", ".locks", "in_process.lock")
 
@@ -96,6 +96,13 @@ class InProcessLockProvider:
     def __init__(self, settings: LockSettings, table_path: str) -> None:
         self._settings = settings
         self._key = normalize_table_path(table_path)
+        if "://" in self._key:
+            raise ConfigError(
+                f"the in_process lock provider works for local tables only, not {table_path!r}: writers of a "
+                "table on an object store run on several machines. Use hoodie.write.lock.provider=storage "
+                "(a lock object in the table's storage), dynamodb or zookeeper",
+                key="hoodie.write.lock.provider",
+            )
         self._lock = _table_lock(self._key)
         self._id = owner_id()
         self._held = False
