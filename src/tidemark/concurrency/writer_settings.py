@@ -253,7 +253,7 @@ def properties_mutex(storage: Storage) -> Iterator[None]:
 def write_settings(storage: Storage, settings: WriterSettings) -> None:
     """Replace the recorded settings (call under :func:`properties_mutex`); other keys stay as they are."""
     props = {k: v for k, v in read_properties(storage).items() if k not in RECORDED_KEYS}
-    props.update(settings.to_properties())
+    props.update(settings.with_table_defaults(props, storage.base_path).to_properties())
     storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
 
 

@@ -43,7 +43,7 @@ from tidemark.errors import LockLostError
 log = logging.getLogger(__name__)
 
 _POLL_MIN_S = 0.02
-_POLL_MAX_S = 0.5
+_POLL_MAX_S = 0.25
 
 
 class LeaseUnknown(Exception):
