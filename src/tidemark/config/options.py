@@ -550,9 +550,10 @@ OPTIONS: tuple[Option, ...] = (
 
 
 def _lock_provider_options() -> tuple[Option, ...]:
-    from tidemark.config.lock_options import lock_provider_options
+    from tidemark.config import lock_options as lo
 
-    return lock_provider_options()
+    parsers = {lo.POSITIVE_INT: parse_positive_int, lo.TEXT: parse_str, lo.BILLING_MODE: choice(*lo.BILLING_MODES)}
+    return tuple(Option(key, default, parsers[kind], doc) for key, default, kind, doc in lo.lock_provider_options())
 
 
 OPTIONS = OPTIONS + _lock_provider_options()  # the storage and dynamodb lock providers' keys
