@@ -718,6 +718,7 @@ class Table:
                 run_slices=run_slices, bloom_filter=self.write_config.bloom_filter,
             )
             with protocol.lock.hold("complete a compaction"):
+                protocol.lock.assert_held()  # the fence, as for writes
                 instant = compaction.complete(self.storage, plan, stats, user_schema=schema, table_name=cfg.name)
         finally:
             if heartbeat is not None:
