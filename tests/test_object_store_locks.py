@@ -219,6 +219,38 @@ def test_renewal_keeps_a_slow_live_holders_lock(tmp_path: Path, case: tuple[Lock
         holder.wait(timeout=30)
 
 
+def test_the_fence_after_a_lapse_renews_if_nobody_took_over_else_refuses(
+    case: tuple[LockCase, Location]
+) -> None:
+    """A holder whose renewals stopped (its renewal thread is told to stop: a pause of the thread
+    alone) gets past the fence after its lease lapsed only if its compare-and-swap renewal proves
+    nobody wrote the record meanwhile; once someone took over, the fence refuses."""
+    from tidemark.errors import LockLostError
+
+    lock, location = case
+    lapse = (VALIDITY_S if lock.name == "storage" else DDB_LEASE_MS / 1000) + 1.0
+    first, second = _provider(lock, location), _provider(lock, location)
+    try:
+        assert first.try_acquire(10)
+        first._stop.set()  # no more renewals
+        time.sleep(lapse)
+        first.assert_held()  # lapsed, but nobody took it: the fence's renewal succeeds
+        assert first.remaining_s() > lock_validity(lock) / 2
+        first._stop.set()
+        time.sleep(lapse)
+        assert second.try_acquire(lapse + 10)  # taken over
+        with pytest.raises(LockLostError):
+            first.assert_held()
+        second.assert_held()
+    finally:
+        first.close()
+        second.close()
+
+
+def lock_validity(lock: LockCase) -> float:
+    return VALIDITY_S if lock.name == "storage" else DDB_LEASE_MS / 1000
+
+
 # -- the fence in the commit protocol -------------------------------------------------------------
 def _write_options(lock: LockCase) -> dict[str, str]:
     return {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", **lock.options}

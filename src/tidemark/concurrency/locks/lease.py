@@ -206,7 +206,7 @@ class LeaseLockProvider:
             return None
         try:
             renewed = self._extend(lease)
-        except LeaseUnknown as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure to renew: the deadline decides, not the error
             log.warning("%s lock %s: renewal failed (%s); %.1f s of the lease left", self.provider_name,
                         self.where, exc, lease.deadline - time.monotonic())
             return None
