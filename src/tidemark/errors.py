@@ -19,6 +19,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── MissingDependencyError      an optional dependency (an extra) is not installed
+    ├── LockServiceError            the lock service (DynamoDB) is unreachable or refused the request
     ├── CorruptTableError           a file of the table is damaged or missing (names it)
     │   ├── CorruptPropertiesError  hoodie.properties is unreadable, fails its checksum, or names
     │   │                           a record-key/partition/ordering field the schema lacks
@@ -28,7 +29,6 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
-    ├── LockServiceError            the lock service (DynamoDB) is unreachable or refused the request
     ├── WriterAliveError            rollback of a pending write whose writer's heartbeat is alive
     └── CommitError                 the write could not be committed; nothing became visible
         ├── WriteConflictError      another writer committed to the same file groups first

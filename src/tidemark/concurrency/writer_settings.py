@@ -115,7 +115,7 @@ class WriterSettings:
         if not mode:
             return None
         port = props.get(ZK_PORT_KEY)
-        return cls(
+        settings = cls(
             mode=mode,
             provider=props.get(PROVIDER_KEY) or None,
             filesystem_path=props.get(FS_PATH_KEY) or None,
@@ -128,6 +128,8 @@ class WriterSettings:
             ddb_region=props.get(DDB_REGION_KEY) or None,
             ddb_endpoint_url=props.get(DDB_ENDPOINT_KEY) or None,
         )
+        # Recorded without a DynamoDB partition key (set_concurrency): Hudi's default, the table's name.
+        return settings.with_table_defaults(props, "") if props.get("hoodie.table.name") else settings
 
     def to_properties(self) -> dict[str, str]:
         """The ``tidemark.write.*`` keys that record these settings (none for single_writer)."""
@@ -253,7 +255,7 @@ def properties_mutex(storage: Storage) -> Iterator[None]:
 def write_settings(storage: Storage, settings: WriterSettings) -> None:
     """Replace the recorded settings (call under :func:`properties_mutex`); other keys stay as they are."""
     props = {k: v for k, v in read_properties(storage).items() if k not in RECORDED_KEYS}
-    props.update(settings.with_table_defaults(props, storage.base_path).to_properties())
+    props.update(settings.to_properties())
     storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
 
 

@@ -11,8 +11,8 @@ nothing), the process **claims** the table while any in-process provider of it i
 an exclusive, non-blocking ``flock`` on ``<table>/.hoodie/.locks/in_process.lock``, taken
 by the first provider of the table in the process and dropped when the last one closes
 (or the process dies). A provider created while another process holds the claim raises
-:class:`~tidemark.errors.InProcessLockError`. Tables that do not exist yet are not claimed;
-tables on object stores are refused (ConfigError).
+:class:`~tidemark.errors.InProcessLockError`. Tables that do not exist yet, and tables
+not on the local file system, are not claimed.
 """
 
 from __future__ import annotations
@@ -97,10 +97,11 @@ class InProcessLockProvider:
         self._settings = settings
         self._key = normalize_table_path(table_path)
         if "://" in self._key:
+            # Its claim file (which keeps two processes off one table) needs a local folder.
             raise ConfigError(
-                f"the in_process lock provider works for local tables only, not {table_path!r}: writers of a "
-                "table on an object store run on several machines. Use hoodie.write.lock.provider=storage "
-                "(a lock object in the table's storage), dynamodb or zookeeper",
+                f"the in_process lock provider works on local tables only, not {table_path!r}: writers "
+                "in other processes or machines would not be excluded. Use the zookeeper lock provider "
+                "(or the storage-based / DynamoDB providers) for tables on object stores",
                 key="hoodie.write.lock.provider",
             )
         self._lock = _table_lock(self._key)
