@@ -100,11 +100,15 @@ def run_random_history(tmp: Path, path: str, options: dict[str, str], *, storage
         time.sleep(0.2)
 
     intents: dict[str, list[dict[str, Any]]] = {}
+    outcomes: dict[str, int] = {}
     for log in tmp.glob("*.log"):
         for line in log.read_text().splitlines():
             entry = json.loads(line)
             if entry["state"] == "intent":
                 intents[entry["batch"]] = entry["rows"]
+            else:
+                kind = entry["state"] if entry["state"] != "error" else entry.get("error", "error")
+                outcomes[kind] = outcomes.get(kind, 0) + 1
     timeline = Timeline.load(storage).with_history()
     assert timeline.has_history, "archival never ran"
     committed = []
@@ -113,7 +117,7 @@ def run_random_history(tmp: Path, path: str, options: dict[str, str], *, storage
         if batch is not None:  # the seed commit has no batch column value
             committed.append((inst.completion_time, batch))
     committed.sort()
-    assert len(committed) >= min_commits, f"only {len(committed)} commits"
+    assert len(committed) >= min_commits, f"only {len(committed)} commits; the writers' outcomes: {outcomes}"
 
     model: dict[int, dict[str, Any]] = {}
     for _, batch in committed:
