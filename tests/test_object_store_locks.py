@@ -60,6 +60,9 @@ class Location:
     def open_kwargs(self) -> dict[str, Any]:
         return {"storage_options": self.storage_options} if self.storage_options else {}
 
+    def hudi_rs_kwargs(self) -> dict[str, Any]:
+        return {} if self.local else {"storage_options": self.storage_options}
+
 
 @dataclass
 class LockCase:
@@ -289,9 +292,8 @@ def test_a_paused_holder_whose_lease_ran_out_cannot_commit(tmp_path: Path, case:
     got = {r[0]: r[2] for r in rows_of(table.read(), ["id", "part", "v"])}
     assert got == {**{i: "seed" for i in range(10)}, 5: "taker"}
     assert not Timeline.load(location.storage).pending, "the victim's write was not rolled back"
-    if location.local:
-        theirs = {r[0]: r[1] for r in rows_of(hudi_rs_read(location.uri), ["id", "v"])}
-        assert theirs == got
+    theirs = {r[0]: r[1] for r in rows_of(hudi_rs_read(location.uri, **location.hudi_rs_kwargs()), ["id", "v"])}
+    assert theirs == got
     table.close()
 
 
@@ -305,7 +307,7 @@ def test_random_history_with_sigkills_under_the_object_store_locks(
     options = {**OPTIONS, **lock.options, "hoodie.write.lock.wait_time_ms_between_retry": "20"}
     if lock.name == "storage":
         options["hoodie.write.lock.num_retries"] = "30"
-    read = None if location.local else (lambda: hudi_rs_read(location.uri, **location.storage_options))
+    read = None if location.local else (lambda: hudi_rs_read(location.uri, storage_options=location.storage_options))
     count = run_random_history(tmp_path, location.uri, options, storage=location.storage,
                                storage_options=location.storage_options or None, writers=3, iterations=45,
                                kills=2, min_commits=60 if location.local else 30, read=read)
