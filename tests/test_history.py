@@ -14,15 +14,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 import tidemark
 from conftest import hudi_rs_read
-from tidemark.storage import LocalStorage
+from tidemark.storage import LocalStorage, Storage
 from tidemark.timeline import Timeline
 
 WRITER = str(Path(__file__).with_name("writer_process.py"))
@@ -42,58 +44,71 @@ OPTIONS = {
 }
 
 
-def _spawn(tmp: Path, table: str, writer: str, seed: int, iterations: int) -> subprocess.Popen[bytes]:
-    spec = {"table": table, "options": OPTIONS, "loop": True, "writer": writer, "seed": seed,
-            "iterations": iterations, "keys": KEYS, "partitions": PARTITIONS, "log": str(tmp / f"{writer}.log")}
+def _spawn(tmp: Path, table: str, writer: str, seed: int, iterations: int, options: dict[str, str] | None = None,
+           storage_options: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    spec = {"table": table, "options": options or OPTIONS, "loop": True, "writer": writer, "seed": seed,
+            "iterations": iterations, "keys": KEYS, "partitions": PARTITIONS, "log": str(tmp / f"{writer}.log"),
+            "storage_options": storage_options or {}}
     path = tmp / f"{writer}.json"
     path.write_text(json.dumps(spec))
     return subprocess.Popen([sys.executable, WRITER, str(path)])
 
 
-def _batch_of_instant(storage: LocalStorage, timeline: Timeline, instant: Any) -> str | None:
+def _batch_of_instant(storage: Storage, timeline: Timeline, instant: Any) -> str | None:
     """Which batch an instant wrote, from the rows carrying its commit time (old versions stay on disk)."""
     for stat in timeline.commit_metadata(instant).write_stats:
-        table = pq.read_table(storage.full_path(stat.path), columns=["_hoodie_commit_time", "batch"])
-        mine = table.filter(pc.equal(table.column("_hoodie_commit_time"), instant.requested_time))
+        data = pq.read_table(pa.BufferReader(storage.read_bytes(stat.path)), columns=["_hoodie_commit_time", "batch"])
+        mine = data.filter(pc.equal(data.column("_hoodie_commit_time"), instant.requested_time))
         if mine.num_rows:
             return str(mine.column("batch")[0].as_py())
     return None
 
 
-def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> None:
-    path = str(tmp_path / "t")
-    tidemark.Table.create(path, spark=None, record_key="id", partition_by="part", options=OPTIONS).close()
+def run_random_history(tmp: Path, path: str, options: dict[str, str], *, storage: Storage,
+                       storage_options: dict[str, str] | None = None, writers: int = WRITERS,
+                       iterations: int = ITERATIONS, kills: int = KILLS, min_commits: int = 200,
+                       read: Callable[[], pa.Table] | None = None) -> int:
+    """Writer processes upsert overlapping keys while some are SIGKILLed; then the table must equal
+    the serial replay of exactly the committed batches (hudi-rs too, via ``read``). Returns the
+    number of commits checked. ``path``/``storage``: the table (local or on an object store)."""
+    open_kwargs: dict[str, Any] = {"storage_options": storage_options} if storage_options else {}
+    tidemark.Table.create(path, spark=None, record_key="id", partition_by="part", options=options,
+                          **open_kwargs).close()
     rng = random.Random(11)
-    procs = {f"w{i}": _spawn(tmp_path, path, f"w{i}", i, ITERATIONS) for i in range(WRITERS)}
-    kills = 0
-    deadline = time.monotonic() + 600
+    procs = {f"w{i}": _spawn(tmp, path, f"w{i}", i, iterations, options, storage_options) for i in range(writers)}
+    killed = 0
+    deadline = time.monotonic() + 900
     while any(p.poll() is None for p in procs.values()):
         assert time.monotonic() < deadline, "writers did not finish"
         time.sleep(rng.uniform(0.5, 2.0))
         alive = [name for name, p in procs.items() if p.poll() is None]
-        if kills < KILLS and alive:
+        if killed < kills and alive:
             victim = rng.choice(alive)
             os.kill(procs[victim].pid, signal.SIGKILL)
             procs[victim].wait()
-            kills += 1
-            replacement = f"{victim}r{kills}"
-            procs[replacement] = _spawn(tmp_path, path, replacement, 100 + kills, ITERATIONS // 3)
+            killed += 1
+            replacement = f"{victim}r{killed}"
+            procs[replacement] = _spawn(tmp, path, replacement, 100 + killed, iterations // 3, options,
+                                        storage_options)
     assert all(p.returncode in (0, -signal.SIGKILL) for p in procs.values())
 
-    table = tidemark.Table.open(path, spark=None, options=OPTIONS)
-    storage = LocalStorage(path)
-    deadline = time.monotonic() + 30
+    table = tidemark.Table.open(path, spark=None, options=options, **open_kwargs)
+    deadline = time.monotonic() + 60
     while Timeline.load(storage).pending:  # crashed writes: cleaned once their heartbeats expire
         assert time.monotonic() < deadline, "failed writes were never cleaned"
         table.clean()
         time.sleep(0.2)
 
     intents: dict[str, list[dict[str, Any]]] = {}
-    for log in tmp_path.glob("*.log"):
+    outcomes: dict[str, int] = {}
+    for log in tmp.glob("*.log"):
         for line in log.read_text().splitlines():
             entry = json.loads(line)
             if entry["state"] == "intent":
                 intents[entry["batch"]] = entry["rows"]
+            else:
+                kind = entry["state"] if entry["state"] != "error" else entry.get("error", "error")
+                outcomes[kind] = outcomes.get(kind, 0) + 1
     timeline = Timeline.load(storage).with_history()
     assert timeline.has_history, "archival never ran"
     committed = []
@@ -102,7 +117,7 @@ def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> N
         if batch is not None:  # the seed commit has no batch column value
             committed.append((inst.completion_time, batch))
     committed.sort()
-    assert len(committed) >= 200, f"only {len(committed)} commits"
+    assert len(committed) >= min_commits, f"only {len(committed)} commits; the writers' outcomes: {outcomes}"
 
     model: dict[int, dict[str, Any]] = {}
     for _, batch in committed:
@@ -114,6 +129,12 @@ def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> N
     assert {r["id"]: r for r in got} == model
     committed_batches = {b for _, b in committed}
     assert {r["batch"] for r in got} <= committed_batches, "rows of an aborted or crashed write are visible"
-    theirs = hudi_rs_read(path).select(["id", "part", "batch", "v"]).to_pylist()
+    theirs = (read or (lambda: hudi_rs_read(path)))().select(["id", "part", "batch", "v"]).to_pylist()
     assert {r["id"]: r for r in theirs} == model
     table.close()
+    return len(committed)
+
+
+def test_random_concurrent_history_equals_the_serial_replay(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    run_random_history(tmp_path, path, OPTIONS, storage=LocalStorage(path))

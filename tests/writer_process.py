@@ -13,7 +13,11 @@ options, which operation and rows, and optionally:
 * ``spark_master``: the Spark master of a Spark writer (default ``local[1]``);
 * ``crash_at``: a protocol step at which the process SIGKILLs itself:
   ``after_requested``, ``while_writing``, ``holding_lock``, ``after_publish``;
-* ``loop``: run many random upserts (the randomized history test).
+* ``loop``: run many random upserts (the randomized history test);
+* ``stop_before_fence``: a path; inside the commit's critical section, right before the lock's
+  fence (``assert_held``), the writer writes its instant time there and SIGSTOPs itself (the
+  paused-holder test continues it with SIGCONT);
+* ``storage_options``: handed to ``Table.open`` (tables on object stores).
 
 The outcome goes to ``result`` as JSON: committed (instant, completion) or the
 error's type and fields.
@@ -54,6 +58,20 @@ def _install_hooks(spec: dict[str, Any]) -> None:
     crash = spec.get("crash_at")
     pause = spec.get("pause_before_commit")
     protocol_cls = commit_module.CommitProtocol
+
+    if spec.get("stop_before_fence"):
+        from tidemark.concurrency.transaction import TableLock
+
+        original_fence = TableLock.assert_held
+        stopped = []
+
+        def stop_then_fence(self: Any) -> None:
+            if not stopped:
+                stopped.append(True)
+                write_atomically(spec["stop_before_fence"], "stopped")
+                os.kill(os.getpid(), signal.SIGSTOP)
+            original_fence(self)
+        TableLock.assert_held = stop_then_fence  # type: ignore[method-assign]
 
     if spec.get("pause_before_write"):
         original_inflight = protocol_cls.inflight
@@ -113,6 +131,10 @@ def _install_hooks(spec: dict[str, Any]) -> None:
         protocol_cls.complete = complete  # type: ignore[method-assign]
 
 
+def _storage_kwargs(spec: dict[str, Any]) -> dict[str, Any]:
+    return {"storage_options": spec["storage_options"]} if spec.get("storage_options") else {}
+
+
 def _outcome_of(error: BaseException) -> dict[str, Any]:
     return {
         "status": "error",
@@ -152,7 +174,7 @@ def run_once(spec: dict[str, Any]) -> dict[str, Any]:
         table = tidemark.Table.open(spec["table"], spark=spark, options=spec.get("options"))
         rows: Any = spark.createDataFrame(spec["rows"], spec["schema"])
     else:
-        table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+        table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"), **_storage_kwargs(spec))
         rows = pa.Table.from_pylist(spec["rows"])
     try:
         result = getattr(table, spec["operation"])(rows)
@@ -190,7 +212,7 @@ def run_loop(spec: dict[str, Any]) -> None:
     """
     rng = random.Random(spec["seed"])
     writer = spec["writer"]
-    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"))
+    table = tidemark.Table.open(spec["table"], spark=None, options=spec.get("options"), **_storage_kwargs(spec))
     with open(spec["log"], "a") as log:
         for i in range(spec["iterations"]):
             batch_id = f"w{writer}-{i}"

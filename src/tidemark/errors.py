@@ -19,6 +19,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     ├── MissingDependencyError      an optional dependency (an extra) is not installed
+    ├── LockServiceError            the lock service (DynamoDB) is unreachable or refused the request
     ├── CorruptTableError           a file of the table is damaged or missing (names it)
     │   ├── CorruptPropertiesError  hoodie.properties is unreadable, fails its checksum, or names
     │   │                           a record-key/partition/ordering field the schema lacks
@@ -42,6 +43,8 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
         │   └── ClusteringConflictError  the write touched file groups a clustering replaced
         │                                (retried by Table) or has planned (reject strategy)
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
+        ├── LockLostError           the writer's lease on the table lock ran out (it paused past
+        │                           it) or was taken over, so it must not publish
         └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
@@ -313,6 +316,14 @@ class LockTimeoutError(TidemarkError):
         self.waited_ms = waited_ms
 
 
+class LockServiceError(TidemarkError):
+    """The lock service cannot be reached or refused a request (credentials, permissions, endpoint)."""
+
+    def __init__(self, message: str, *, provider: str) -> None:
+        super().__init__(message)
+        self.provider = provider
+
+
 class CommitError(TidemarkError):
     """The write could not be committed. Its files were rolled back; nothing became visible."""
 
@@ -442,6 +453,27 @@ class ClusteringConflictError(WriteConflictError):
                 f"{clustering_instant} and hoodie.clustering.updates.strategy=reject. The write was rolled "
                 "back; retry it after the clustering, or use the allow strategy (ingestion wins).",
             )
+
+
+class LockLostError(CommitError):
+    """This writer no longer safely holds the table lock, so it did not publish.
+
+    Lease-based locks (storage, dynamodb) are held for a validity period that the holder keeps
+    renewing; a holder that paused past it, or whose renewals failed, may have been taken over.
+    The write is rolled back; running it again is safe.
+    """
+
+    def __init__(self, *, provider: str, lock: str, detail: str, instant_time: str | None = None) -> None:
+        super().__init__(
+            f"the {provider} table lock {lock} is no longer safely held: {detail}. Nothing was published; "
+            "the write is rolled back and can be run again (a longer "
+            "hoodie.write.lock.storage.validity.timeout.secs / hoodie.write.lock.wait_time_ms gives pauses "
+            "more room)",
+            instant_time=instant_time,
+        )
+        self.provider = provider
+        self.lock = lock
+        self.detail = detail
 
 
 class ClusteringAbortedError(CommitError):

@@ -33,7 +33,7 @@ def change_writer_settings(storage: Storage, current: WriteConfig, wanted: Write
         old = writer_settings.table_settings(storage)
         if old == new:
             return new
-        lock = TableLock(old.lock_settings(current.lock), path) if old is not None else None
+        lock = TableLock(old.lock_settings(current.lock), path, storage) if old is not None else None
         try:
             with lock.hold("change the table's writer settings") if lock else contextlib.nullcontext():
                 _refuse_if_writes_alive(storage, current, old, new)

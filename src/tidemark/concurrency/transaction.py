@@ -9,24 +9,39 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from tidemark.concurrency.locks.base import LockProvider, LockSettings, canonical_provider_name
 from tidemark.concurrency.locks.registry import create_lock_provider
-from tidemark.errors import LockTimeoutError
+from tidemark.errors import LockLostError, LockTimeoutError
+
+if TYPE_CHECKING:
+    from tidemark.storage import Storage
 
 
 class TableLock:
-    def __init__(self, settings: LockSettings, table_path: str) -> None:
+    def __init__(self, settings: LockSettings, table_path: str, storage: Storage | None = None) -> None:
         self.settings = settings
         self.name = canonical_provider_name(settings.provider)
         self.table_path = table_path
+        self._storage = storage  # the table's storage, for providers that keep their lock in it
         self._provider: LockProvider | None = None
 
     @property
     def provider(self) -> LockProvider:
         if self._provider is None:
-            self._provider = create_lock_provider(self.settings, self.table_path)
+            self._provider = create_lock_provider(self.settings, self.table_path, self._storage)
         return self._provider
+
+    def assert_held(self) -> None:
+        """The fence: raise LockLostError unless the lock is still safely held. Called right before
+        a completed instant is published; providers that cannot lose a held lock pass."""
+        check = getattr(self.provider, "assert_held", None)
+        if check is not None:
+            check()
+        elif getattr(self.provider, "lost", False):  # ZooKeeper: the session (and the lock) expired
+            raise LockLostError(provider=self.name, lock=self.table_path,
+                                detail="the ZooKeeper session expired while holding it")
 
     def acquire(self, purpose: str) -> None:
         """Acquire or raise LockTimeoutError; waits up to (num_retries + 1) attempts with backoff."""
@@ -71,6 +86,9 @@ class NoLock:
     @contextlib.contextmanager
     def hold(self, purpose: str) -> Iterator[None]:
         yield
+
+    def assert_held(self) -> None:
+        return None
 
     def close(self) -> None:
         return None

@@ -9,7 +9,9 @@ refused (:class:`~tidemark.errors.WriterSettingsError`) before it writes anythin
 
 * Recorded: ``tidemark.write.concurrency.mode``, ``tidemark.write.lock.provider`` and the
   lock's identity: ``tidemark.write.lock.filesystem.path`` (only when not the table's default
-  lock file) or ``tidemark.write.lock.zookeeper.{url,port,base_path,lock_key}``. The keys are
+  lock file), ``tidemark.write.lock.zookeeper.{url,port,base_path,lock_key}`` or
+  ``tidemark.write.lock.dynamodb.{table,partition_key,region,endpoint_url}`` (the ``storage``
+  provider's lock object is always the table's own ``.hoodie/.locks/table_lock.json``). The keys are
   tidemark's own (Hudi has no table-level concurrency settings), so Hudi readers and writers
   ignore them; their values are those of the matching ``hoodie.write.*`` options.
 * When: at create, if the create options name a multi-writer mode; otherwise by the first
@@ -47,7 +49,12 @@ ZK_URL_KEY = "tidemark.write.lock.zookeeper.url"
 ZK_PORT_KEY = "tidemark.write.lock.zookeeper.port"
 ZK_BASE_PATH_KEY = "tidemark.write.lock.zookeeper.base_path"
 ZK_LOCK_KEY_KEY = "tidemark.write.lock.zookeeper.lock_key"
-RECORDED_KEYS = (MODE_KEY, PROVIDER_KEY, FS_PATH_KEY, ZK_URL_KEY, ZK_PORT_KEY, ZK_BASE_PATH_KEY, ZK_LOCK_KEY_KEY)
+DDB_TABLE_KEY = "tidemark.write.lock.dynamodb.table"
+DDB_PARTITION_KEY_KEY = "tidemark.write.lock.dynamodb.partition_key"
+DDB_REGION_KEY = "tidemark.write.lock.dynamodb.region"
+DDB_ENDPOINT_KEY = "tidemark.write.lock.dynamodb.endpoint_url"
+RECORDED_KEYS = (MODE_KEY, PROVIDER_KEY, FS_PATH_KEY, ZK_URL_KEY, ZK_PORT_KEY, ZK_BASE_PATH_KEY, ZK_LOCK_KEY_KEY,
+                 DDB_TABLE_KEY, DDB_PARTITION_KEY_KEY, DDB_REGION_KEY, DDB_ENDPOINT_KEY)
 
 MUTEX_PATH = ".hoodie/.locks/hoodie.properties.lock"
 
@@ -63,6 +70,10 @@ class WriterSettings:
     zk_port: int | None = None
     zk_base_path: str | None = None
     zk_lock_key: str | None = None
+    ddb_table: str | None = None
+    ddb_partition_key: str | None = None  # None: the table's name (filled in by check())
+    ddb_region: str | None = None
+    ddb_endpoint_url: str | None = None
 
     @property
     def multi_writer(self) -> bool:
@@ -90,6 +101,11 @@ class WriterSettings:
                 zk_base_path=lock.zk_base_path,
                 zk_lock_key=lock.zk_lock_key or _default_lock_key(table_path),
             )
+        if provider == "dynamodb":
+            from tidemark.concurrency.locks.dynamodb_names import region_of
+
+            return cls(mode, provider, ddb_table=lock.dynamodb_table, ddb_partition_key=lock.dynamodb_partition_key,
+                       ddb_region=region_of(lock.dynamodb_region), ddb_endpoint_url=lock.dynamodb_endpoint_url)
         return cls(mode, provider)
 
     @classmethod
@@ -99,7 +115,7 @@ class WriterSettings:
         if not mode:
             return None
         port = props.get(ZK_PORT_KEY)
-        return cls(
+        settings = cls(
             mode=mode,
             provider=props.get(PROVIDER_KEY) or None,
             filesystem_path=props.get(FS_PATH_KEY) or None,
@@ -107,7 +123,13 @@ class WriterSettings:
             zk_port=int(port) if port and port.isdigit() else None,
             zk_base_path=props.get(ZK_BASE_PATH_KEY) or None,
             zk_lock_key=props.get(ZK_LOCK_KEY_KEY) or None,
+            ddb_table=props.get(DDB_TABLE_KEY) or None,
+            ddb_partition_key=props.get(DDB_PARTITION_KEY_KEY) or None,
+            ddb_region=props.get(DDB_REGION_KEY) or None,
+            ddb_endpoint_url=props.get(DDB_ENDPOINT_KEY) or None,
         )
+        # Recorded without a DynamoDB partition key (set_concurrency): Hudi's default, the table's name.
+        return settings.with_table_defaults(props, "") if props.get("hoodie.table.name") else settings
 
     def to_properties(self) -> dict[str, str]:
         """The ``tidemark.write.*`` keys that record these settings (none for single_writer)."""
@@ -121,6 +143,10 @@ class WriterSettings:
             ZK_PORT_KEY: str(self.zk_port) if self.zk_port is not None else None,
             ZK_BASE_PATH_KEY: self.zk_base_path,
             ZK_LOCK_KEY_KEY: self.zk_lock_key,
+            DDB_TABLE_KEY: self.ddb_table,
+            DDB_PARTITION_KEY_KEY: self.ddb_partition_key,
+            DDB_REGION_KEY: self.ddb_region,
+            DDB_ENDPOINT_KEY: self.ddb_endpoint_url,
         }
         return {k: v for k, v in values.items() if v}
 
@@ -140,6 +166,10 @@ class WriterSettings:
             zk_port=self.zk_port or base.zk_port,
             zk_base_path=self.zk_base_path or base.zk_base_path,
             zk_lock_key=self.zk_lock_key,
+            dynamodb_table=self.ddb_table or base.dynamodb_table,
+            dynamodb_partition_key=self.ddb_partition_key or base.dynamodb_partition_key,
+            dynamodb_region=self.ddb_region or base.dynamodb_region,
+            dynamodb_endpoint_url=self.ddb_endpoint_url,
         )
 
     def describe(self) -> str:
@@ -153,7 +183,18 @@ class WriterSettings:
             return _fs_lock_file(self, table_path) == _fs_lock_file(other, table_path)
         if self.provider == "zookeeper":
             return _zk_hosts(self) == _zk_hosts(other) and _zk_node(self) == _zk_node(other)
+        if self.provider == "dynamodb":
+            return _ddb_item(self) == _ddb_item(other)
         return True
+
+    def with_table_defaults(self, props: Mapping[str, str], table_path: str) -> WriterSettings:
+        """These settings with the defaults that depend on the table filled in (DynamoDB's partition
+        key is the table's name, as in Hudi)."""
+        if self.provider == "dynamodb" and not self.ddb_partition_key:
+            from tidemark.concurrency.locks.dynamodb_names import table_name_key
+
+            return replace(self, ddb_partition_key=table_name_key(props, table_path))
+        return self
 
 
 def _default_lock_key(table_path: str) -> str:
@@ -173,6 +214,11 @@ def _zk_hosts(settings: WriterSettings) -> frozenset[str]:
     from tidemark.concurrency.locks.zookeeper_names import zookeeper_hosts
 
     return frozenset(zookeeper_hosts(settings.zk_url or "", settings.zk_port or 2181).split(","))
+
+
+def _ddb_item(settings: WriterSettings) -> tuple[str | None, ...]:
+    endpoint = (settings.ddb_endpoint_url or "").rstrip("/")
+    return (settings.ddb_table, settings.ddb_partition_key, settings.ddb_region, endpoint)
 
 
 def _zk_node(settings: WriterSettings) -> str:
@@ -253,6 +299,8 @@ def check(storage: Storage, given: WriterSettings, *, record: bool) -> WriterSet
     """Refuse a writer whose settings disagree with the table's (WriterSettingsError); with
     ``record``, a multi-writer on a table that records nothing records its own settings.
     Returns the table's settings after the check."""
+    if given.provider == "dynamodb" and not given.ddb_partition_key:
+        given = given.with_table_defaults(read_properties(storage), storage.base_path)
     recorded = table_settings(storage)
     if recorded is None and record and given.multi_writer:
         with properties_mutex(storage):

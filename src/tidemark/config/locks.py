@@ -29,15 +29,29 @@ class LockSettings:
     zk_lock_key: str | None = None
     zk_session_timeout_ms: int = 10_000
     zk_connection_timeout_ms: int = 15_000
+    # storage: one lock object under <table>/.hoodie/.locks/ (Hudi's StorageBasedLockProvider)
+    storage_validity_s: int = 300
+    storage_renew_interval_s: int = 30
+    # dynamodb (Hudi's DynamoDBBasedLockProvider); the lease is wait_time_ms, as in Hudi
+    dynamodb_table: str = "hudi_locks"
+    dynamodb_partition_key: str | None = None  # None: the table's name (hoodie.table.name)
+    dynamodb_region: str | None = None  # None: $AWS_REGION, else us-east-1
+    dynamodb_endpoint_url: str | None = None
+    dynamodb_billing_mode: str = "PAY_PER_REQUEST"
+    dynamodb_read_capacity: int = 20
+    dynamodb_write_capacity: int = 10
+    dynamodb_table_creation_timeout_ms: int = 120_000
     extra: dict[str, str] = field(default_factory=dict)
 
 
-BUILT_IN_PROVIDERS = ("in_process", "filesystem", "zookeeper")
+BUILT_IN_PROVIDERS = ("in_process", "filesystem", "zookeeper", "storage", "dynamodb")
 _ALIASES: dict[str, str] = {
     "org.apache.hudi.client.transaction.lock.InProcessLockProvider": "in_process",
     "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider": "filesystem",
     "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider": "zookeeper",
     "org.apache.hudi.client.transaction.lock.ZookeeperBasedImplicitBasePathLockProvider": "zookeeper",
+    "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider": "storage",
+    "org.apache.hudi.aws.transaction.lock.DynamoDBBasedLockProvider": "dynamodb",
     "inprocess": "in_process",
     "fs": "filesystem",
     "file": "filesystem",

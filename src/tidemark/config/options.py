@@ -232,7 +232,8 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.write.lock.provider",
         "filesystem",
         parse_str,
-        "Lock provider: filesystem (writers on one machine), zookeeper (any machines), or in_process "
+        "Lock provider: filesystem (writers on one machine), zookeeper (any machines), storage (a lock "
+        "object in the table's own storage, any store with conditional writes), dynamodb, or in_process "
         "(threads of ONE process only: a second process using it on the same table is refused with "
         "InProcessLockError); Hudi's class names work too. The table records the mode and lock of its "
         "writers; writers with another lock are refused (`tidemark concurrency`, Table.set_concurrency).",
@@ -546,4 +547,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 
+
+
+def _lock_provider_options() -> tuple[Option, ...]:
+    from tidemark.config import lock_options as lo
+
+    parsers = {lo.POSITIVE_INT: parse_positive_int, lo.TEXT: parse_str, lo.BILLING_MODE: choice(*lo.BILLING_MODES)}
+    return tuple(Option(key, default, parsers[kind], doc) for key, default, kind, doc in lo.lock_provider_options())
+
+
+OPTIONS = OPTIONS + _lock_provider_options()  # the storage and dynamodb lock providers' keys
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}

@@ -186,6 +186,7 @@ def _lock_settings(raw: Mapping[str, str]) -> LockSettings:
         zk_lock_key=parse_option("hoodie.write.lock.zookeeper.lock_key", raw),
         zk_session_timeout_ms=parse_option("hoodie.write.lock.zookeeper.session_timeout_ms", raw),
         zk_connection_timeout_ms=parse_option("hoodie.write.lock.zookeeper.connection_timeout_ms", raw),
+        **_object_store_lock_settings(raw),
     )
     if provider == "zookeeper" and not settings.zk_url:
         raise ConfigError(
@@ -193,6 +194,38 @@ def _lock_settings(raw: Mapping[str, str]) -> LockSettings:
             key="hoodie.write.lock.zookeeper.url",
         )
     return settings
+
+
+def _object_store_lock_settings(raw: Mapping[str, str]) -> dict[str, Any]:
+    """The storage and dynamodb providers' settings, with Hudi's rules for the lease timings."""
+    validity_key = "hoodie.write.lock.storage.validity.timeout.secs"
+    renew_key = "hoodie.write.lock.storage.renew.interval.secs"
+    old_key = "hoodie.write.lock.storage.heartbeat.poll.secs"
+    renew, old = parse_option(renew_key, raw), parse_option(old_key, raw)
+    if renew is not None and old is not None and renew != old:
+        raise ConfigError(f"{old_key} is the deprecated name of {renew_key}: set one, not both", key=renew_key)
+    renew = renew or old or 30
+    validity = parse_option(validity_key, raw)
+    if validity < 10:
+        raise ConfigError(f"{validity_key} must be at least 10 seconds (it is {validity})", key=validity_key)
+    if validity < 10 * renew:
+        raise ConfigError(
+            f"{validity_key} ({validity}) must be at least 10x {renew_key} ({renew}), so that a live holder "
+            "renews its lease many times before it could run out",
+            key=validity_key,
+        )
+    return {
+        "storage_validity_s": validity,
+        "storage_renew_interval_s": renew,
+        "dynamodb_table": parse_option("hoodie.write.lock.dynamodb.table", raw),
+        "dynamodb_partition_key": parse_option("hoodie.write.lock.dynamodb.partition_key", raw),
+        "dynamodb_region": parse_option("hoodie.write.lock.dynamodb.region", raw),
+        "dynamodb_endpoint_url": parse_option("hoodie.write.lock.dynamodb.endpoint_url", raw),
+        "dynamodb_billing_mode": parse_option("hoodie.write.lock.dynamodb.billing_mode", raw),
+        "dynamodb_read_capacity": parse_option("hoodie.write.lock.dynamodb.read_capacity", raw),
+        "dynamodb_write_capacity": parse_option("hoodie.write.lock.dynamodb.write_capacity", raw),
+        "dynamodb_table_creation_timeout_ms": parse_option("hoodie.write.lock.dynamodb.table_creation_timeout", raw),
+    }
 
 
 def _clustering_config(raw: Mapping[str, str]) -> ClusteringConfig:

@@ -427,6 +427,7 @@ class ClusteringService:
                                                                        scheduled.seen))
         completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
         name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
+        self.lock.assert_held()  # the fence, as for writes
         outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
         if outcome is not CreateOutcome.CREATED:
             raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)

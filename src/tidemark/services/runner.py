@@ -45,6 +45,10 @@ BUSY: Any = _Busy()  # resume(): a live runner elsewhere owns the pending plan; 
 class Lock(Protocol):
     def hold(self, purpose: str) -> Any: ...
 
+    def assert_held(self) -> None:
+        """Raise LockLostError if a lease-based lock lapsed (the fence before publishing)."""
+        ...
+
 
 class ServiceSteps(Generic[PlanT, ResultT, DoneT]):
     """The steps of one table service (see the module docstring). Defaults: nothing to resume,
@@ -102,6 +106,7 @@ def run_service(
             if steps.complete_purpose is None:
                 return steps.complete(planned, result)
             with lock.hold(steps.complete_purpose):
+                lock.assert_held()  # the fence, as for writes: a lapsed lease publishes nothing
                 return steps.complete(planned, result)
         except BaseException:
             steps.abort(planned)

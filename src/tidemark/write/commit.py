@@ -15,7 +15,7 @@ Lifecycle of a :class:`PendingWrite`::
                          [lock] reload the timeline; conflict checks against instants that
                          completed since start, and against rollbacks since then of
                          instants it built on; own heartbeat still alive; completion time;
-                         publish <t>_<c>.<action> atomically
+                         fence (the lock is still safely held); publish <t>_<c>.<action> atomically
                          stop heartbeat; delete markers
     abort()              [lock] roll the write back; nothing of it stays visible
 
@@ -106,7 +106,9 @@ class CommitProtocol:
     def __init__(self, storage: Storage, config: WriteConfig) -> None:
         self.storage = storage
         self.config = config
-        self.lock: TableLock | NoLock = TableLock(config.lock, storage.base_path) if config.multi_writer else NoLock()
+        self.lock: TableLock | NoLock = (
+            TableLock(config.lock, storage.base_path, storage) if config.multi_writer else NoLock()
+        )
         self.heartbeats = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
         self.strategy: ConflictResolutionStrategy = (
             NonBlockingConflictResolution() if config.non_blocking else strategy_by_name(config.conflict_strategy)
@@ -306,6 +308,7 @@ class CommitProtocol:
             )
             completion_time = self._new_time(timeline, at_least=instant_time)
             name = instant_file_name(instant_time, action, State.COMPLETED, completion_time)
+            self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
             if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is not CreateOutcome.CREATED:
                 raise CommitError(f"could not publish {name}", instant_time=instant_time)
         delete_markers(self.storage, instant_time)
@@ -391,6 +394,7 @@ class CommitProtocol:
                     self._still_mine(pending, timeline)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+                self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
                 if outcome is not CreateOutcome.CREATED:
                     raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)

@@ -127,6 +127,7 @@ def create_table(
     check_table_supports(write_config, config)
     # A table created for several writers records their settings at once (see set_concurrency).
     settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
+    settings = settings.with_table_defaults({"hoodie.table.name": config.name}, storage.base_path)
     config = replace(config, extra={**config.extra, **settings.to_properties()})
     for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
         os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders

@@ -9,6 +9,11 @@ provider can know it (for error messages), else None.
 Providers are built by :func:`tidemark.concurrency.locks.registry.create_lock_provider`
 from a :class:`~tidemark.config.locks.LockSettings` (resolved options) and the table's base
 path; register new ones with :func:`~tidemark.concurrency.locks.registry.register_lock_provider`.
+
+Lease-based providers (``storage``, ``dynamodb``) can lose a lock they hold without releasing
+it (they paused past the lease). They expose ``assert_held()``, which the commit protocol calls
+right before it publishes a completed instant; it raises
+:class:`~tidemark.errors.LockLostError` when the lock is no longer safely held.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ the lock means holding the ``flock``, never "the file exists". Consequences:
   inherited provider object (``release`` checks the pid).
 * Local file systems only. ``flock`` over NFS is emulated with POSIX record locks and is
   only as reliable as the NFS lock daemon; object stores have no locks at all (use the
-  ``zookeeper`` provider there).
+  ``storage``, ``dynamodb`` or ``zookeeper`` provider there).
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _local_path(path: str, key: str) -> str:
     if "://" in normalized:
         raise ConfigError(
             f"the filesystem lock provider works on the local file system only, not {path!r}; "
-            "use the zookeeper lock provider for tables on object stores or shared storage",
+            "use the storage, dynamodb or zookeeper lock provider for tables on object stores or shared storage",
             key=key,
         )
     return normalized
