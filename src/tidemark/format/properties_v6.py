@@ -3,26 +3,25 @@
 Version 6 names the record merging by payload class (``hoodie.compaction.payload.class``)
 and the key generator by class (``hoodie.table.keygenerator.class``); it has no
 ``hoodie.record.merge.mode``, no ``hoodie.timeline.path`` and timeline layout 1.
-:func:`upgraded_properties` is what Hudi 1.x's upgrade (six to eight) changes: the
-table and layout versions, the timeline folder, the initial version, the merge mode and
+The upgrade's ``upgraded_properties`` (:mod:`tidemark.services.upgrade`) is what
+Hudi 1.x's upgrade (six to eight) changes: the table and layout versions, the timeline folder, the initial version, the merge mode and
 strategy chosen from the payload class the way Hudi chooses them, and the key generator
-type; every other key is kept as it was.
+type; every other key is kept as it was. (This module imports nothing of
+:mod:`tidemark.format.properties`, which uses it.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from tidemark.format.properties import ALL_ORDERING_FIELDS, MERGE_STRATEGY_IDS, TABLE_VERSION
-
 SUPPORTED_OLD_VERSIONS = ("6",)
 
-_PAYLOAD_KEY = "hoodie.compaction.payload.class"
-_DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+PAYLOAD_KEY = "hoodie.compaction.payload.class"
+DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 _EVENT_TIME_PAYLOAD = "org.apache.hudi.common.model.EventTimeAvroPayload"
 _OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 
-_KEYGEN_TYPES = {
+KEYGEN_TYPES = {
     "org.apache.hudi.keygen.SimpleKeyGenerator": "SIMPLE",
     "org.apache.hudi.keygen.SimpleAvroKeyGenerator": "SIMPLE_AVRO",
     "org.apache.hudi.keygen.ComplexKeyGenerator": "COMPLEX",
@@ -42,42 +41,12 @@ def merge_settings_v6(props: Mapping[str, str]) -> tuple[str, str | None]:
     derives them: a custom payload keeps its class (CUSTOM); merge-on-read with an ordering field
     orders by event time; otherwise ``DefaultHoodieRecordPayload`` orders by event time and every
     other payload (``OverwriteWithLatestAvroPayload``, Hudi 0.x's default) by commit time."""
-    payload = props.get(_PAYLOAD_KEY) or ""
+    payload = props.get(PAYLOAD_KEY) or ""
     ordering = props.get("hoodie.table.precombine.field") or props.get("hoodie.table.ordering.fields")
-    if payload and payload not in (_DEFAULT_PAYLOAD, _EVENT_TIME_PAYLOAD, _OVERWRITE_PAYLOAD):
+    if payload and payload not in (DEFAULT_PAYLOAD, _EVENT_TIME_PAYLOAD, _OVERWRITE_PAYLOAD):
         return "CUSTOM", payload
     if props.get("hoodie.table.type") == "MERGE_ON_READ" and ordering:
-        return "EVENT_TIME_ORDERING", _DEFAULT_PAYLOAD
-    if payload == _DEFAULT_PAYLOAD:
-        return "EVENT_TIME_ORDERING", _DEFAULT_PAYLOAD
+        return "EVENT_TIME_ORDERING", DEFAULT_PAYLOAD
+    if payload == DEFAULT_PAYLOAD:
+        return "EVENT_TIME_ORDERING", DEFAULT_PAYLOAD
     return "COMMIT_TIME_ORDERING", _OVERWRITE_PAYLOAD
-
-
-def upgraded_properties(props: Mapping[str, str]) -> dict[str, str]:
-    """The version 8 ``hoodie.properties`` of a version 6 table (what Hudi's upgrade writes)."""
-    out = dict(props)
-    mode, payload = merge_settings_v6(props)
-    out.update(
-        {
-            "hoodie.table.version": str(TABLE_VERSION),
-            "hoodie.table.initial.version": props.get("hoodie.table.version") or "6",
-            "hoodie.timeline.layout.version": "2",
-            "hoodie.timeline.path": "timeline",
-            "hoodie.timeline.history.path": "history",
-            "hoodie.record.merge.mode": mode,
-        }
-    )
-    if mode == "CUSTOM":
-        out["hoodie.record.merge.strategy.id"] = "00000000-0000-0000-0000-000000000000"  # payload based
-    else:
-        out["hoodie.record.merge.strategy.id"] = MERGE_STRATEGY_IDS[mode]
-    if payload:
-        out[_PAYLOAD_KEY] = payload
-    keygen = _KEYGEN_TYPES.get(props.get("hoodie.table.keygenerator.class") or "")
-    if keygen:
-        out["hoodie.table.keygenerator.type"] = keygen
-    ordering = props.get("hoodie.table.precombine.field")
-    if ordering and "hoodie.table.ordering.fields" not in out and ALL_ORDERING_FIELDS not in out:
-        out["hoodie.table.ordering.fields"] = ordering
-    out.pop("hoodie.archivelog.folder", None)  # layout 1's archive folder; v8 has the history path
-    return out

@@ -28,13 +28,21 @@ as Hudi's upgrade rolls failed writes back before it starts).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tidemark.errors import UnsupportedTableError
 from tidemark.format.commit_metadata import CommitMetadata
 from tidemark.format.names import TIMELINE_DIR
-from tidemark.format.properties import PROPERTIES_PATH, TABLE_VERSION, format_properties, load_properties
-from tidemark.format.properties_v6 import SUPPORTED_OLD_VERSIONS, upgraded_properties
+from tidemark.format.properties import (
+    ALL_ORDERING_FIELDS,
+    MERGE_STRATEGY_IDS,
+    PROPERTIES_PATH,
+    TABLE_VERSION,
+    format_properties,
+    load_properties,
+)
+from tidemark.format.properties_v6 import KEYGEN_TYPES, PAYLOAD_KEY, SUPPORTED_OLD_VERSIONS, merge_settings_v6
 from tidemark.storage import Storage
 from tidemark.timeline import history
 from tidemark.timeline.archived_v1 import read_v1_archive
@@ -152,3 +160,33 @@ def _finish(storage: Storage) -> bool:
         storage.delete(UPGRADE_MARKER)
         found = True
     return found
+
+
+def upgraded_properties(props: Mapping[str, str]) -> dict[str, str]:
+    """The version 8 ``hoodie.properties`` of a version 6 table (what Hudi's upgrade writes)."""
+    out = dict(props)
+    mode, payload = merge_settings_v6(props)
+    out.update(
+        {
+            "hoodie.table.version": str(TABLE_VERSION),
+            "hoodie.table.initial.version": props.get("hoodie.table.version") or "6",
+            "hoodie.timeline.layout.version": "2",
+            "hoodie.timeline.path": "timeline",
+            "hoodie.timeline.history.path": "history",
+            "hoodie.record.merge.mode": mode,
+        }
+    )
+    if mode == "CUSTOM":
+        out["hoodie.record.merge.strategy.id"] = "00000000-0000-0000-0000-000000000000"  # payload based
+    else:
+        out["hoodie.record.merge.strategy.id"] = MERGE_STRATEGY_IDS[mode]
+    if payload:
+        out[PAYLOAD_KEY] = payload
+    keygen = KEYGEN_TYPES.get(props.get("hoodie.table.keygenerator.class") or "")
+    if keygen:
+        out["hoodie.table.keygenerator.type"] = keygen
+    ordering = props.get("hoodie.table.precombine.field")
+    if ordering and "hoodie.table.ordering.fields" not in out and ALL_ORDERING_FIELDS not in out:
+        out["hoodie.table.ordering.fields"] = ordering
+    out.pop("hoodie.archivelog.folder", None)  # layout 1's archive folder; v8 has the history path
+    return out
