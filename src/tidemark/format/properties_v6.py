@@ -4,8 +4,9 @@ Version 6 names the record merging by payload class (``hoodie.compaction.payload
 and the key generator by class (``hoodie.table.keygenerator.class``); it has no
 ``hoodie.record.merge.mode``, no ``hoodie.timeline.path`` and timeline layout 1.
 The upgrade's ``upgraded_properties`` (:mod:`tidemark.services.upgrade`) is what
-Hudi 1.x's upgrade (six to eight) changes: the table and layout versions, the timeline folder, the initial version, the merge mode and
-strategy chosen from the payload class the way Hudi chooses them, and the key generator
+Hudi 1.x's upgrade (six to eight) changes: the table and layout versions, the timeline
+folder, the initial version, the merge mode and strategy chosen from the payload class the
+way Hudi chooses them, and the key generator
 type; every other key is kept as it was. (This module imports nothing of
 :mod:`tidemark.format.properties`, which uses it.)
 """
