@@ -49,6 +49,7 @@ from tidemark.timeline.archived_v1 import read_v1_archive
 from tidemark.timeline.instant import Action, State, instant_file_name
 from tidemark.timeline.layout_v1 import (
     LAYOUT_V1_DIR,
+    LEGACY_LOGS_MARKER,
     PENDING_RENAMES,
     UPGRADE_MARKER,
     load_v1_instants,
@@ -109,6 +110,9 @@ def upgrade_table(storage: Storage, *, archive_batch: int = 10) -> UpgradeResult
         target = _v2_name(requested, action, state, completion)
         data = storage.read_bytes(f"{LAYOUT_V1_DIR}/{name}")
         storage.write_atomic(f"{TIMELINE_DIR}/{target}", _v2_content(action, state, data, name))
+    if props.get("hoodie.table.type") == "MERGE_ON_READ":
+        # Its logs keep their version 6 names: readers look their writers up (fsview/legacy_logs.py).
+        storage.write_atomic(LEGACY_LOGS_MARKER, b"log files named after their base instant (table version 6)\n")
     # 3. The archived timeline, into the LSM history (replaced whole on a rerun).
     archived = read_v1_archive(storage)
     if archived and not _history_has(storage, archived):

@@ -33,6 +33,11 @@ ARCHIVED_DIR = f"{HOODIE_DIR}/archived"
 # hoodie.properties says version 8, the layout-1 timeline in .hoodie/ is the table's.
 UPGRADE_MARKER_NAME = ".upgrade_from_layout_v1"
 UPGRADE_MARKER = f"{TIMELINE_DIR}/{UPGRADE_MARKER_NAME}"
+# Left in .hoodie/timeline/ by the upgrade of a merge-on-read table: its older log files are
+# named the version 6 way, after their file slice's base instant instead of the deltacommit
+# that wrote them, so readers find their writer in the deltacommits' metadata.
+LEGACY_LOGS_NAME = ".legacy_log_names_v6"
+LEGACY_LOGS_MARKER = f"{TIMELINE_DIR}/{LEGACY_LOGS_NAME}"
 
 _TIME = r"\d{14}(?:\d{3})?"
 _NAME_RE = re.compile(rf"^({_TIME})\.(?:([a-z]+)(?:\.(requested|inflight))?|(inflight))$")
@@ -96,6 +101,11 @@ def load_v1_instants(storage: Storage) -> list[Instant]:
                            completion_from_mtime(inst.requested_time, mtime))
         out.append(inst)
     return sorted(out, key=lambda i: (i.requested_time, i.action.value))
+
+
+def has_v1_archive(storage: Storage) -> bool:
+    """Whether Hudi 0.x archived anything (``.hoodie/archived/.commits_.archive.<n>_<token>``)."""
+    return any(name.startswith(".commits_.archive.") for name in storage.list_names(ARCHIVED_DIR))
 
 
 def is_layout_v1(props: dict[str, str] | None) -> bool:

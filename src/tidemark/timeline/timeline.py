@@ -30,7 +30,9 @@ from tidemark.timeline.history import ArchivedTimeline, has_history
 from tidemark.timeline.instant import Action, Instant, State, instant_file_name, parse_instant_file_name
 from tidemark.timeline.layout_v1 import (
     LAYOUT_V1_DIR,
+    LEGACY_LOGS_NAME,
     UPGRADE_MARKER_NAME,
+    has_v1_archive,
     is_layout_v1,
     load_v1_instants,
     v1_file_name,
@@ -162,10 +164,13 @@ class Timeline:
         archived_before: str | None = None,
         history: ArchivedTimeline | None = None,
         layout_v1: bool = False,
+        legacy_log_names: bool = False,
     ) -> None:
         self._storage = storage
         # A version 6 table's timeline (layout 1, read only): instant files in .hoodie/ itself.
         self.layout_v1 = layout_v1
+        # Logs may be named the version 6 way (after their base instant, not their deltacommit).
+        self.legacy_log_names = layout_v1 or legacy_log_names
         self._instants = list(instants) if presorted else sorted(instants, key=_order)
         # Set once something was archived: times before it are of archived, completed instants.
         self.archived_before = archived_before
@@ -179,7 +184,10 @@ class Timeline:
         # A version 6 table has no timeline folder; one being upgraded has it half written and
         # marked (UPGRADE_MARKER) until hoodie.properties says version 8.
         if (not names or UPGRADE_MARKER_NAME in names) and _on_layout_v1(storage):
-            return cls(storage, load_v1_instants(storage), presorted=True, layout_v1=True)
+            instants = load_v1_instants(storage)
+            # Hudi 0.x archived instants (.hoodie/archived/) are before the active timeline, as in v8.
+            boundary = archive_boundary(instants) if has_v1_archive(storage) else None
+            return cls(storage, instants, presorted=True, archived_before=boundary, layout_v1=True)
         key = storage.base_path
         cached = _LOADED.get(key)
         if cached is None or not cached.names <= names:  # first load, or files were removed
@@ -188,12 +196,13 @@ class Timeline:
             cached = cached.extended(names - cached.names)
         _LOADED[key] = cached
         boundary = archive_boundary(cached.instants) if has_history(storage) else None
-        return cls(storage, cached.instants, presorted=True, archived_before=boundary)
+        return cls(storage, cached.instants, presorted=True, archived_before=boundary,
+                   legacy_log_names=LEGACY_LOGS_NAME in names)
 
     def restricted(self, instants: Iterable[Instant]) -> Timeline:
         """A timeline of some of these instants that keeps this one's archive boundary and history."""
         return Timeline(self._storage, instants, archived_before=self.archived_before, history=self._history,
-                        layout_v1=self.layout_v1)
+                        layout_v1=self.layout_v1, legacy_log_names=self.legacy_log_names)
 
     def earliest_active_completion(self) -> str | None:
         """The earliest completion time of an active completed instant, savepoints aside.
@@ -222,13 +231,14 @@ class Timeline:
 
         The history is read here, so call it only when archived instants are needed.
         """
-        if self._history is not None or self.archived_before is None:
-            return self
+        if self._history is not None or self.archived_before is None or self.layout_v1:
+            return self  # a version 6 table's archive is read by its upgrade only
         history = ArchivedTimeline.load(self._storage)
         active = {(i.requested_time, i.action) for i in self._instants}
         archived = [i for i in history.instants if (i.requested_time, i.action) not in active]
         return Timeline(
-            self._storage, [*archived, *self._instants], archived_before=self.archived_before, history=history
+            self._storage, [*archived, *self._instants], archived_before=self.archived_before, history=history,
+            legacy_log_names=self.legacy_log_names,
         )
 
     def reload(self) -> Timeline:
