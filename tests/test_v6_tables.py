@@ -306,3 +306,19 @@ def test_an_upgrade_killed_midway_leaves_a_whole_table_and_finishes_when_run_aga
     user = done.read().drop_columns([c for c in done.read().column_names if c.startswith("_hoodie_")])
     done.upsert(user.slice(0, 1))  # the same row again: a write that changes no value
     assert _rows(done) == rows == _hudi_rs(done)
+
+
+def test_a_version_6_metadata_table_is_deleted_by_the_upgrade(tmp_path: Path) -> None:
+    # A v6 metadata table is not upgraded in place (Hudi's upgrade deletes one that is behind):
+    # after the switch no reader may list files through it.
+    path = copy_real_table("v6_simplekeygen_nonhivestyle", tmp_path)
+    props_file = Path(path, ".hoodie", "hoodie.properties")
+    props_file.write_text(props_file.read_text() + "hoodie.table.metadata.partitions=files\n")
+    Path(path, ".hoodie", "metadata", ".hoodie").mkdir(parents=True)
+    Path(path, ".hoodie", "metadata", ".hoodie", "hoodie.properties").write_text("hoodie.table.version=6\n")
+    table = tidemark.Table.open(path, spark=None)
+    rows = _rows(table)
+    table.upgrade()
+    assert "hoodie.table.metadata.partitions" not in _props(path)
+    assert not Path(path, ".hoodie", "metadata").exists()
+    assert _rows(table) == rows == _hudi_rs(table)

@@ -11,7 +11,10 @@ What changes (Hudi's six-to-eight upgrade):
   (``.hoodie/timeline/history/``);
 * ``hoodie.properties``: table version 8, layout version 2, ``hoodie.timeline.path``,
   ``hoodie.table.initial.version``, the merge mode and strategy chosen from the payload
-  class, the key generator type (:mod:`tidemark.format.properties_v6`).
+  class, the key generator type (:mod:`tidemark.format.properties_v6`);
+* a metadata table (``.hoodie/metadata``, itself a version 6 table) is deleted and no
+  longer listed in ``hoodie.properties``, as Hudi's upgrade deletes one that is behind:
+  readers list the folders instead, and a writer that maintains one rebuilds it.
 
 Crash safety: the steps run under the table lock in an order that keeps the table one
 whole table at every moment. ``.hoodie/timeline/`` is first marked half written
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 
 from tidemark.errors import UnsupportedTableError
 from tidemark.format.commit_metadata import CommitMetadata
-from tidemark.format.names import TIMELINE_DIR
+from tidemark.format.names import HOODIE_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     ALL_ORDERING_FIELDS,
     MERGE_STRATEGY_IDS,
@@ -56,6 +59,7 @@ from tidemark.timeline.layout_v1 import (
     parse_v1_file_name,
 )
 
+METADATA_DIR = f"{HOODIE_DIR}/metadata"
 _COMMIT_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
 
@@ -99,14 +103,13 @@ def upgrade_table(storage: Storage, *, archive_batch: int = 10) -> UpgradeResult
     # 1. Mark the layout 2 folder half written: readers stay on the version 6 timeline.
     storage.write_atomic(UPGRADE_MARKER, b"upgrade from table version 6 in progress; run `tidemark upgrade` again\n")
     # 2. The active timeline, renamed and (commit metadata) re-encoded.
+    completions = {(i.requested_time, i.action): i.completion_time for i in instants}
     for name in storage.list_names(LAYOUT_V1_DIR):
         parsed = parse_v1_file_name(name)
         if parsed is None:
             continue
         requested, action, state = parsed
-        completion = next(
-            (i.completion_time for i in instants if i.requested_time == requested and i.action is action), None
-        )
+        completion = completions.get((requested, action))
         target = _v2_name(requested, action, state, completion)
         data = storage.read_bytes(f"{LAYOUT_V1_DIR}/{name}")
         storage.write_atomic(f"{TIMELINE_DIR}/{target}", _v2_content(action, state, data, name))
@@ -160,6 +163,11 @@ def _finish(storage: Storage) -> bool:
         if parse_v1_file_name(name) is not None:
             storage.delete(f"{LAYOUT_V1_DIR}/{name}")
             found = True
+    if not props.get("hoodie.table.metadata.partitions") and storage.exists(METADATA_DIR):
+        # A version 6 metadata table is not upgraded in place: Hudi's upgrade deletes one that is
+        # behind, and its next writer rebuilds it. The switch already dropped its partitions.
+        storage.delete_tree(METADATA_DIR)
+        found = True
     if storage.exists(UPGRADE_MARKER):
         storage.delete(UPGRADE_MARKER)
         found = True
@@ -193,4 +201,7 @@ def upgraded_properties(props: Mapping[str, str]) -> dict[str, str]:
     if ordering and "hoodie.table.ordering.fields" not in out and ALL_ORDERING_FIELDS not in out:
         out["hoodie.table.ordering.fields"] = ordering
     out.pop("hoodie.archivelog.folder", None)  # layout 1's archive folder; v8 has the history path
+    # The version 6 metadata table is deleted, not upgraded (see _finish): none is listed any more.
+    for key in ("hoodie.table.metadata.partitions", "hoodie.table.metadata.partitions.inflight"):
+        out.pop(key, None)
     return out
