@@ -7,11 +7,14 @@ batch's keys are dropped. End to end, upserts on a pruned table agree with a mod
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 import tidemark
 from conftest import hudi_rs_read
@@ -67,3 +70,31 @@ def test_upserts_on_a_pruned_table_agree_with_the_model_and_hudi_rs(tmp_path: Pa
     assert got == model
     rs = {r["id"]: r for r in hudi_rs_read(table.path).select(["id", "part", "ts", "v"]).to_pylist()}
     assert rs == model
+
+
+@pytest.mark.spark
+def test_the_spark_engine_prunes_by_footer_and_loses_no_match(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = tidemark.Table.open(_table(tmp_path / "t").path, spark=spark)
+    columns = ["id", "part", "ts", "v"]
+    model = {r["id"]: r for r in _arrow(table.read()).select(columns).to_pylist()}
+    updates = [{"id": f"k03{i:04d}", "part": f"p{i % 2}", "ts": 2, "v": "u"} for i in range(0, 200, 7)]
+    fresh = [{"id": "z-new", "part": "p0", "ts": 2, "v": "n"}]  # above every file's key range
+    with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark.bloom_index"):
+        result = table.upsert(spark.createDataFrame(pa.Table.from_pylist(updates + fresh).to_pandas()))
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bloom index")]
+    # The batch's keys live in batch 3's two files (one per partition): the other ten are never read.
+    assert reports and reports[0].startswith("bloom index: 2 of 12 base files read")
+    assert result.num_updates == len(updates) and result.num_inserts == len(fresh)
+    model.update({r["id"]: r for r in updates + fresh})
+    assert {r["id"]: r for r in _arrow(table.read()).select(columns).to_pylist()} == model
+    assert {r["id"]: r for r in hudi_rs_read(table.path).select(columns).to_pylist()} == model
+    gone = [{"id": "k050004", "part": "p0", "ts": 3, "v": "x"}]
+    assert table.delete(spark.createDataFrame(pa.Table.from_pylist(gone).to_pandas())).num_deletes == 1
+    model.pop("k050004")
+    assert {r["id"]: r for r in hudi_rs_read(table.path).select(columns).to_pylist()} == model
+
+
+def _arrow(rows: Any) -> pa.Table:
+    return rows if isinstance(rows, pa.Table) else rows.toArrow()

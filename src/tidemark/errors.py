@@ -18,6 +18,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── TableNotFoundError          the path holds no tidemark/Hudi table
     ├── TableExistsError            create() on a path that already holds something
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
+    │   └── TableUpgradeRequiredError  a version 6 table: readable, written only after `tidemark upgrade`
     ├── MissingDependencyError      an optional dependency (an extra) is not installed
     ├── LockServiceError            the lock service (DynamoDB) is unreachable or refused the request
     ├── CorruptTableError           a file of the table is damaged or missing (names it)
@@ -197,6 +198,23 @@ class TableExistsError(TidemarkError):
 
 class UnsupportedTableError(TidemarkError):
     """A table this version of tidemark cannot work with safely (another table version...)."""
+
+
+class TableUpgradeRequiredError(UnsupportedTableError):
+    """A write (or table service) on a table of an older version (6) that tidemark only reads.
+
+    Nothing was changed. ``tidemark upgrade PATH`` or ``Table.upgrade()`` upgrades the table to
+    version 8 in place, as Hudi 1.x's upgrade does; then it can be written.
+    """
+
+    def __init__(self, path: str, version: str, what: str) -> None:
+        super().__init__(
+            f"cannot {what} the table at {path!r}: it is a Hudi table version {version} (Hudi 0.x), which "
+            f"tidemark reads but does not write; upgrade it to version 8 first with `tidemark upgrade {path}` "
+            f"or Table.upgrade() (Hudi 1.x readers and writers read the upgraded table; Hudi 0.x ones do not)"
+        )
+        self.path = path
+        self.version = version
 
 
 class MissingDependencyError(TidemarkError):

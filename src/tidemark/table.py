@@ -24,11 +24,12 @@ from tidemark.errors import (
     ClusteringAbortedError,
     ConfigError,
     InvalidInputError,
+    TableUpgradeRequiredError,
     TidemarkError,
 )
 from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
-from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TableConfig
+from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TABLE_VERSION, TableConfig, load_properties
 from tidemark.format.schema import META_SCHEMA
 from tidemark.read.changes import IncrementalResult
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
     from tidemark.merge import RecordMerger
     from tidemark.services.cluster import ClusteringProgress
     from tidemark.services.compaction import CompactionResult
+    from tidemark.services.upgrade import UpgradeResult
 
 log = logging.getLogger(__name__)
 
@@ -163,6 +165,14 @@ class Table:
 
     # -- writes -------------------------------------------------------------------------
     def _protocol(self) -> Any:
+        self._refuse_old_version()  # every write and table service comes here
+        return self._unchecked_protocol()
+
+    def _refuse_old_version(self) -> None:
+        if self.config.table_version != TABLE_VERSION:
+            raise TableUpgradeRequiredError(self.path, str(self.config.table_version), "write to")
+
+    def _unchecked_protocol(self) -> Any:
         from tidemark.write.commit import CommitProtocol
 
         if self._commit_protocol is None:
@@ -184,6 +194,7 @@ class Table:
         before anything is written. ``record``: the first multi-writer ingestion write on a table
         that records nothing records its settings. An in_process writer first claims the table
         for this process (InProcessLockError if another process uses in_process on it)."""
+        self._refuse_old_version()
         mine = self.writer_settings()
         if mine.provider == "in_process":
             self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
@@ -557,6 +568,21 @@ class Table:
         finished by the next write or clean; until then every commit fails."""
         self._check_writer()
         return timeline_ops.restore_to(self._protocol(), instant_time)
+
+    def upgrade(self) -> UpgradeResult:
+        """Upgrade a version 6 table (Hudi 0.14/0.15) to version 8 in place, as Hudi 1.x's upgrade
+        does (:mod:`tidemark.services.upgrade`), under the table lock. Safe to run again after a
+        crash (it finishes the job) and on a version 8 table (it changes nothing). Afterwards the
+        table is written like any other; Hudi 0.x can no longer read it."""
+        from tidemark.services.upgrade import upgrade_table
+
+        with self._unchecked_protocol().lock.hold("upgrade the table to version 8"):
+            result = upgrade_table(self.storage)
+        props = load_properties(self.storage.read_bytes)
+        assert props is not None
+        self.config = TableConfig.from_properties(props)
+        self._schema = None
+        return result
 
     def close(self) -> None:
         """Release lock-provider connections (ZooKeeper sessions, ...)."""

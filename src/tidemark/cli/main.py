@@ -29,6 +29,7 @@ from tidemark.cli import (
     savepoint,
     show,
     timeline,
+    upgrade,
 )
 from tidemark.cli.output import CliUsageError, HelpFormatter, Ui, make_ui
 from tidemark.errors import (
@@ -79,6 +80,7 @@ quick start:
   tidemark compact PATH         merge-on-read: merge log files into new base files
   tidemark concurrency PATH     the concurrency mode and lock its writers must use
                                 (--set changes them; mismatched writers are refused)
+  tidemark upgrade PATH         a version 6 table (Hudi 0.14/0.15) to version 8
   tidemark <command> --help     the manual of a command, with examples
 
   from Python:
@@ -122,7 +124,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", dest="command")
     for module in (demo, timeline, show, markers, rollback, clean, savepoint, restore, cluster, compact, concurrency,
-                   options):
+                   upgrade, options):
         module.add_parser(commands)
     return parser
 

@@ -9,6 +9,7 @@ commit protocol uses it to find conflicting writers.
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -196,7 +197,8 @@ class CommitMetadata:
         (as does content that is not commit metadata, whatever its source)."""
         if not data and source is not None:
             raise CorruptInstantError(source, "the file is empty")
-        rec = read_avro(data, source=source)
+        # Version 6 tables (timeline layout 1) hold commit metadata as JSON, version 8 as Avro.
+        rec = read_json(data, source=source) if data.lstrip()[:1] == b"{" else read_avro(data, source=source)
         try:
             stats = tuple(
                 WriteStat.from_avro(s)
@@ -237,6 +239,17 @@ def read_avro(data: bytes, *, source: str | None = None) -> dict[str, Any]:
         problem = "truncated" if isinstance(exc, EOFError) else f"not a readable Avro file: {type(exc).__name__}: {exc}"
         raise CorruptInstantError(source or "an instant file", problem) from None
     return dict(records[0]) if records else {}  # type: ignore[arg-type]
+
+
+def read_json(data: bytes, *, source: str | None = None) -> dict[str, Any]:
+    """Commit metadata as version 6 (Hudi 0.x) writes it: one JSON object with the Avro field names."""
+    try:
+        rec = json.loads(data)
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CorruptInstantError(source or "an instant file", f"not readable JSON commit metadata: {exc}") from None
+    if not isinstance(rec, dict):
+        raise CorruptInstantError(source or "an instant file", "JSON commit metadata is not an object")
+    return rec
 
 
 def inflight_metadata_bytes(operation: str, planned: Iterable[tuple[str, str]] = ()) -> bytes:

@@ -207,6 +207,8 @@ class TableConfig:
     bucket_num_buckets: int | None = None
     bucket_hash_fields: tuple[str, ...] = ()  # empty: the record key fields
     extra: Mapping[str, str] = field(default_factory=dict)
+    # hoodie.table.version: 8, or 6 for a table tidemark only reads until it is upgraded
+    table_version: int = TABLE_VERSION
 
     @property
     def merge_mode(self) -> str:
@@ -272,12 +274,16 @@ class TableConfig:
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> TableConfig:
+        from tidemark.format.properties_v6 import SUPPORTED_OLD_VERSIONS, merge_settings_v6
+
         version = props.get("hoodie.table.version")
-        if version != str(TABLE_VERSION):
+        if version != str(TABLE_VERSION) and version not in SUPPORTED_OLD_VERSIONS:
             raise UnsupportedTableError(
                 f"table version {version} is not supported: tidemark reads and writes "
-                f"Hudi table version {TABLE_VERSION} (Hudi 1.x) only"
+                f"Hudi table version {TABLE_VERSION} (Hudi 1.x), and reads version 6 (Hudi 0.14/0.15) "
+                "tables, which `tidemark upgrade` turns into version 8"
             )
+        old_merge_mode = merge_settings_v6(props)[0] if version != str(TABLE_VERSION) else None
         ordering = (
             props.get(ALL_ORDERING_FIELDS)
             or props.get("hoodie.table.ordering.fields")
@@ -317,7 +323,7 @@ class TableConfig:
             == "true",
             create_schema=props.get("hoodie.table.create.schema"),
             database=props.get("hoodie.database.name", "default"),
-            record_merge_mode=props.get("hoodie.record.merge.mode"),
+            record_merge_mode=props.get("hoodie.record.merge.mode") or old_merge_mode,
             partial_update_mode=props.get("hoodie.table.partial.update.mode"),
             merge_column_groups=props.get("hoodie.record.merge.column.groups"),
             custom_merger_class=props.get("hoodie.write.record.merge.custom.implementation.classes"),
@@ -325,4 +331,5 @@ class TableConfig:
             bucket_num_buckets=int(buckets) if buckets and buckets.strip().isdigit() else None,
             bucket_hash_fields=_split(props.get("hoodie.bucket.index.hash.field")),
             extra={k: v for k, v in props.items() if k not in known},
+            table_version=int(version or TABLE_VERSION),
         )

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from tidemark.errors import MissingDataFileError
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
+from tidemark.fsview.legacy_logs import legacy_log_writer
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, Timeline
 
@@ -309,6 +310,8 @@ class FileSystemView:
         if parsed is None:
             return None
         owner = self.timeline.completed_instant(parsed.instant_time)
+        if self.timeline.legacy_log_names:
+            owner = legacy_log_writer(self.timeline, name) or owner
         if owner is None and self.timeline.is_archived(parsed.instant_time):
             # Archival keeps deltacommits whose logs are uncompacted; an older table's may be
             # archived anyway: the history still knows when they completed.

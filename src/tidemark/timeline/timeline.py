@@ -20,13 +20,23 @@ import bisect
 from collections.abc import Iterable, Iterator
 from functools import cached_property
 
-from tidemark.errors import CorruptInstantError, InstantNotFoundError
+from tidemark.errors import CorruptInstantError, InstantNotFoundError, TidemarkError
 from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.commit_metadata import CommitMetadata
 from tidemark.format.names import TIMELINE_DIR
+from tidemark.format.properties import load_properties
 from tidemark.storage import Storage
 from tidemark.timeline.history import ArchivedTimeline, has_history
 from tidemark.timeline.instant import Action, Instant, State, instant_file_name, parse_instant_file_name
+from tidemark.timeline.layout_v1 import (
+    LAYOUT_V1_DIR,
+    LEGACY_LOGS_NAME,
+    UPGRADE_MARKER_NAME,
+    has_v1_archive,
+    is_layout_v1,
+    load_v1_instants,
+    v1_file_name,
+)
 
 _METADATA: dict[str, CommitMetadata] = {}
 _METADATA_LIMIT = 20_000
@@ -135,6 +145,13 @@ def archive_boundary(instants: Iterable[Instant]) -> str:
     return min((i.requested_time for i in instants if i.action is not Action.SAVEPOINT), default=_ALL_ARCHIVED)
 
 
+def _on_layout_v1(storage: Storage) -> bool:
+    try:
+        return is_layout_v1(load_properties(storage.read_bytes))
+    except TidemarkError:  # a damaged hoodie.properties is reported by whoever opens the table
+        return False
+
+
 class Timeline:
     """Instants ordered by requested time, with queries by state, action and completion."""
 
@@ -146,8 +163,14 @@ class Timeline:
         presorted: bool = False,
         archived_before: str | None = None,
         history: ArchivedTimeline | None = None,
+        layout_v1: bool = False,
+        legacy_log_names: bool = False,
     ) -> None:
         self._storage = storage
+        # A version 6 table's timeline (layout 1, read only): instant files in .hoodie/ itself.
+        self.layout_v1 = layout_v1
+        # Logs may be named the version 6 way (after their base instant, not their deltacommit).
+        self.legacy_log_names = layout_v1 or legacy_log_names
         self._instants = list(instants) if presorted else sorted(instants, key=_order)
         # Set once something was archived: times before it are of archived, completed instants.
         self.archived_before = archived_before
@@ -158,6 +181,13 @@ class Timeline:
         """List the timeline folder. Only names that changed since the last load of the same
         table in this process are parsed again, so reloading a long timeline stays cheap."""
         names = set(storage.list_names(TIMELINE_DIR))
+        # A version 6 table has no timeline folder; one being upgraded has it half written and
+        # marked (UPGRADE_MARKER) until hoodie.properties says version 8.
+        if (not names or UPGRADE_MARKER_NAME in names) and _on_layout_v1(storage):
+            instants = load_v1_instants(storage)
+            # Hudi 0.x archived instants (.hoodie/archived/) are before the active timeline, as in v8.
+            boundary = archive_boundary(instants) if has_v1_archive(storage) else None
+            return cls(storage, instants, presorted=True, archived_before=boundary, layout_v1=True)
         key = storage.base_path
         cached = _LOADED.get(key)
         if cached is None or not cached.names <= names:  # first load, or files were removed
@@ -166,11 +196,13 @@ class Timeline:
             cached = cached.extended(names - cached.names)
         _LOADED[key] = cached
         boundary = archive_boundary(cached.instants) if has_history(storage) else None
-        return cls(storage, cached.instants, presorted=True, archived_before=boundary)
+        return cls(storage, cached.instants, presorted=True, archived_before=boundary,
+                   legacy_log_names=LEGACY_LOGS_NAME in names)
 
     def restricted(self, instants: Iterable[Instant]) -> Timeline:
         """A timeline of some of these instants that keeps this one's archive boundary and history."""
-        return Timeline(self._storage, instants, archived_before=self.archived_before, history=self._history)
+        return Timeline(self._storage, instants, archived_before=self.archived_before, history=self._history,
+                        layout_v1=self.layout_v1, legacy_log_names=self.legacy_log_names)
 
     def earliest_active_completion(self) -> str | None:
         """The earliest completion time of an active completed instant, savepoints aside.
@@ -199,13 +231,14 @@ class Timeline:
 
         The history is read here, so call it only when archived instants are needed.
         """
-        if self._history is not None or self.archived_before is None:
-            return self
+        if self._history is not None or self.archived_before is None or self.layout_v1:
+            return self  # a version 6 table's archive is read by its upgrade only
         history = ArchivedTimeline.load(self._storage)
         active = {(i.requested_time, i.action) for i in self._instants}
         archived = [i for i in history.instants if (i.requested_time, i.action) not in active]
         return Timeline(
-            self._storage, [*archived, *self._instants], archived_before=self.archived_before, history=history
+            self._storage, [*archived, *self._instants], archived_before=self.archived_before, history=history,
+            legacy_log_names=self.legacy_log_names,
         )
 
     def reload(self) -> Timeline:
@@ -294,7 +327,7 @@ class Timeline:
         """The commit metadata of a completed data instant (cached per process), archived or not."""
         if not instant.is_completed:
             raise InstantNotFoundError(instant.requested_time, "not completed")
-        path = f"{TIMELINE_DIR}/{instant.file_name}"
+        path = self.instant_path(instant)
         full = self._storage.full_path(path)
         if full not in _METADATA and self._archived_file(instant, path):
             meta = CommitMetadata.from_bytes(self._history.metadata_bytes(instant))  # type: ignore[union-attr]
@@ -308,13 +341,19 @@ class Timeline:
         Raises CorruptInstantError for an empty completed file of an action whose completed
         file always has content (Hudi writes some, such as ``indexing``, empty).
         """
-        path = f"{TIMELINE_DIR}/{instant.file_name}"
+        path = self.instant_path(instant)
         if self._archived_file(instant, path):
             return self._history.metadata_bytes(instant)  # type: ignore[union-attr]
         data = self._storage.read_bytes(path)
         if not data and instant.is_completed and instant.action in NEVER_EMPTY_WHEN_COMPLETED:
             raise CorruptInstantError(path, "the file is empty", instant_time=instant.requested_time)
         return data
+
+    def instant_path(self, instant: Instant) -> str:
+        """Where the file of ``instant`` (in its current state) is, relative to the base path."""
+        if self.layout_v1:
+            return f"{LAYOUT_V1_DIR}/{v1_file_name(instant.requested_time, instant.action, instant.state)}"
+        return f"{TIMELINE_DIR}/{instant.file_name}"
 
     def _archived_file(self, instant: Instant, path: str) -> bool:
         """Whether the instant's file left the active timeline for the (loaded) history."""

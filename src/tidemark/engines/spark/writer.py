@@ -28,6 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
+from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files
 from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.dedup import dedup_by_key
 from tidemark.engines.spark.expressions import (
@@ -50,6 +51,7 @@ from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group
+from tidemark.write.key_pruning import PruneStats
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
 
@@ -97,6 +99,7 @@ class SparkWritePipeline:
         self.user_schema = user_schema
         self.batch_partitions: list[str] | None = None  # found by prepare()
         self.batch_rows: int | None = None
+        self.prune_stats: PruneStats | None = None  # what the bloom index ruled out (small batches)
         self.batch_key_bytes: int | None = None  # Spark's estimate, when the batch is not counted
         self._kept: list[DataFrame] = []  # local checkpoints, dropped by release()
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
@@ -382,8 +385,13 @@ class SparkWritePipeline:
         self, view: FileSystemView, partitions: Sequence[str] | None, key: str = RECORD_KEY
     ) -> DataFrame | None:
         """The ``key`` column (the record key, or its one integer field), partition path and
-        file id of every row of the latest base files of ``partitions`` (None: all)."""
+        file id of every row of the latest base files of ``partitions`` (None: all) that may
+        hold a batch key (bloom index: engines/spark/bloom_index.py, for small batches)."""
         files = view.latest_base_files(partitions)
+        batch = self._arrived
+        if files and batch is not None and self.batch_rows is not None and self.batch_rows <= BLOOM_PRUNE_MAX_KEYS:
+            by_partition = partitions is not None and PARTITION_PATH in batch.columns
+            files, self.prune_stats = candidate_files(view.storage, files, batch, by_partition=by_partition)
         if not files:
             return None
         # An explicit schema spares Spark a job that would infer it from the file footers.
