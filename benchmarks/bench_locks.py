@@ -37,7 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import pyarrow as pa  # noqa: E402
 
 import tidemark  # noqa: E402
-from tidemark.concurrency.locks.base import LockSettings, create_lock_provider  # noqa: E402
+from tidemark.concurrency.locks.base import LockSettings  # noqa: E402
+from tidemark.concurrency.locks.registry import create_lock_provider  # noqa: E402
 from tidemark.config import resolve_write_config  # noqa: E402
 from tidemark.errors import TidemarkError  # noqa: E402
 from tidemark.storage.location import open_storage  # noqa: E402

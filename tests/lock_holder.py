@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from signals import write_atomically
-from tidemark.concurrency.locks.base import LockSettings, create_lock_provider
+from tidemark.concurrency.locks.base import LockSettings
+from tidemark.concurrency.locks.registry import create_lock_provider
 from tidemark.storage.location import open_storage
 
 

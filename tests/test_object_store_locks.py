@@ -31,7 +31,8 @@ import pytest
 import tidemark
 from conftest import hudi_rs_read, rows_of
 from signals import wait_for_file
-from tidemark.concurrency.locks.base import LockSettings, create_lock_provider
+from tidemark.concurrency.locks.base import LockSettings
+from tidemark.concurrency.locks.registry import create_lock_provider
 from tidemark.concurrency.locks.storage_lock import CLOCK_DRIFT_MS, LOCK_OBJECT
 from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import resolve_write_config
