@@ -289,9 +289,11 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema | None:
-        """The user columns' schema (no meta columns), or None before the first write."""
-        if self._schema is None:
-            self._schema = self._load_schema()
+        """The user columns' schema (no meta columns), or None before the first write.
+
+        Read from the timeline each time: writers (this one or others) evolve it.
+        """
+        self._schema = self._load_schema() or self._schema
         return self._schema
 
     def _load_schema(self) -> pa.Schema | None:
@@ -477,7 +479,7 @@ class Table:
                             self.write_config.retries_on_conflict + 1)
         if lost:
             outcome = replace(outcome, attempts=outcome.attempts + lost)
-        if self._schema is None and outcome.schema is not None:
+        if outcome.schema is not None:
             self._adopt_schema(outcome.schema)
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
             self._compact_inline()
