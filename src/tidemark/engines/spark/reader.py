@@ -5,6 +5,7 @@ most, by :func:`tidemark.read.merge.read_slice` (the same merge as the Arrow eng
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -17,6 +18,8 @@ from tidemark.merge import RecordMerger
 from tidemark.read.merge import read_slice
 from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
+from tidemark.timeline import Timeline
+from tidemark.timeline.table_schema import promoted_from_long
 
 _LOG_SEPARATOR = "\n"
 
@@ -25,7 +28,7 @@ def _merged_slices(
     spark: SparkSession,
     slices: list[tuple[str, str]],
     arrow_schema: pa.Schema,
-    merger: RecordMerger,
+    merger: RecordMerger | None,  # None: no slice has log files
     delete_ordering_field: str | None,
 ) -> DataFrame:
     # The closure ships the merger (built on the driver) to the tasks.
@@ -33,7 +36,8 @@ def _merged_slices(
         for batch in batches:
             for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
                 table = read_slice(
-                    base, logs.split(_LOG_SEPARATOR), merger, arrow_schema, delete_ordering_field=delete_ordering_field
+                    base, [p for p in logs.split(_LOG_SEPARATOR) if p], cast(RecordMerger, merger), arrow_schema,
+                    delete_ordering_field=delete_ordering_field,
                 )
                 yield from table.to_batches()
 
@@ -73,11 +77,16 @@ def read_plan(
         for f in plan.files
         if plan.logs_of(f)
     ]
+    if plain and promoted_from_long(Timeline.load(storage), user_schema or pa.schema([])):
+        # Spark's parquet reader cannot read a long column as a double (schema evolution
+        # promoted one): the base files are read by Arrow tasks, which cast.
+        slices += [(path, "") for path in plain]
+        plain = []
     parts = []
     if plain:
         parts.append(spark.read.schema(schema).parquet(*plain))
     if slices:
-        if merger is None:
+        if merger is None and any(logs for _, logs in slices):
             raise ValueError("the read plan merges log files: pass the table's record merger")
         parts.append(_merged_slices(spark, slices, arrow_schema, merger, delete_ordering_field))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])

@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
+from tidemark.engines.spark.conform import conform
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
 from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import EarlyConflictError, NullRecordKeyError
@@ -275,11 +276,11 @@ class SparkWritePipeline:
             # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
             if not allow_missing:
                 require_columns("ordering", layout.ordering_fields, df.columns)
-            plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
+            incoming = arrow_schema_of(df)
+            plan = plan_columns(incoming, self.user_schema, allow_missing=allow_missing)
             # One projection per step: every DataFrame Spark builds is analysed again on the driver.
             aligned = {
-                name: F.col(name).cast(spark_schema_of(pa.schema([(name, target)]))[0].dataType)
-                for name, target in plan.casts.items()
+                name: conform(F.col(name), incoming.field(name).type, target) for name, target in plan.casts.items()
             }
             for name in plan.missing:
                 field_type = spark_schema_of(pa.schema([self.user_schema.field(name)]))[0].dataType
