@@ -255,7 +255,7 @@ def test_types_no_hudi_reader_reads_are_converted_or_refused(spark: Any, tmp_pat
     }))
     assert t.schema is not None
     assert [t.schema.field(c).type for c in ("id", "small", "big", "cat")] == [
-        pa.int64(), pa.int16(), pa.int64(), pa.string()
+        pa.int64(), pa.int32(), pa.int64(), pa.string()  # as recorded (Avro has no int16)
     ]
     assert sorted(hudi_rs_read(t.path).column("big").to_pylist()) == [1, 2**63 - 1]
     assert Table.open(t.path, spark=spark).read().count() == 2
