@@ -216,11 +216,15 @@ OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control", "hoodi
 class _Writer:
     """writer_process.py paused before its commit until ``go`` exists."""
 
-    def __init__(self, tmp: Path, table: Table, rows: list[dict[str, Any]], go: Path) -> None:
+    def __init__(self, tmp: Path, table: Table, rows: list[dict[str, Any]], go: Path, ddl: str | None = None) -> None:
         name = uuid.uuid4().hex[:8]
         self.result, self.ready = tmp / f"{name}.result", tmp / f"{name}.ready"
-        spec = {"table": table.path, "options": OCC, "operation": "upsert", "rows": rows,
-                "result": str(self.result), "pause_before_commit": {"ready": str(self.ready), "go": str(go)}}
+        spec: dict[str, Any] = {
+            "table": table.path, "options": OCC, "operation": "upsert", "rows": rows,
+            "result": str(self.result), "pause_before_commit": {"ready": str(self.ready), "go": str(go)},
+        }
+        if ddl is not None:  # a Spark application of its own
+            spec.update(engine="spark", schema=ddl, rows=[list(r.values()) for r in rows])
         path = tmp / f"{name}.json"
         path.write_text(json.dumps(spec))
         self.process = subprocess.Popen([sys.executable, WRITER, str(path)])
@@ -230,12 +234,13 @@ class _Writer:
         return json.loads(self.result.read_text())
 
 
-def _race(tmp: Path, table: Table, first: list[dict[str, Any]], second: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _race(tmp: Path, table: Table, first: list[dict[str, Any]], second: list[dict[str, Any]],
+          first_ddl: str | None = None) -> list[dict[str, Any]]:
     """Both plan against the same table; ``first`` commits, then ``second``."""
-    a = _Writer(tmp, table, first, tmp / "go-a")
+    a = _Writer(tmp, table, first, tmp / "go-a", first_ddl)
     b = _Writer(tmp, table, second, tmp / "go-b")
-    wait_for_file(a.ready, processes=[a.process])
-    wait_for_file(b.ready, processes=[b.process])
+    wait_for_file(a.ready, processes=[a.process], timeout=300)
+    wait_for_file(b.ready, processes=[b.process], timeout=300)
     write_atomically(tmp / "go-a", "go")
     done = a.outcome()
     write_atomically(tmp / "go-b", "go")
@@ -262,10 +267,12 @@ def test_concurrent_compatible_changes_both_land(tmp_path: Path, shared: Table) 
         assert got == want
 
 
-def test_concurrent_incompatible_changes_later_one_fails(tmp_path: Path, shared: Table) -> None:
+@pytest.mark.parametrize("first_engine", ["arrow", "spark"])
+def test_concurrent_incompatible_changes_later_one_fails(tmp_path: Path, shared: Table, first_engine: str) -> None:
     a, b = _race(tmp_path, shared,
                  [{"id": 10, "part": "p0", "v": "a", "extra": "text"}],
-                 [{"id": 11, "part": "p1", "v": "b", "extra": 7}])
+                 [{"id": 11, "part": "p1", "v": "b", "extra": 7}],
+                 first_ddl="id long, part string, v string, extra string" if first_engine == "spark" else None)
     assert a["status"] == "committed", a
     assert b["status"] == "error" and b["error"] == "SchemaConflictError", b
     assert b["conflicting_instant"] == a["instant_time"] and "extra" in b["message"]
