@@ -255,7 +255,7 @@ def test_types_no_hudi_reader_reads_are_converted_or_refused(spark: Any, tmp_pat
     }))
     assert t.schema is not None
     assert [t.schema.field(c).type for c in ("id", "small", "big", "cat")] == [
-        pa.int64(), pa.int16(), pa.int64(), pa.string()
+        pa.int64(), pa.int32(), pa.int64(), pa.string()  # as recorded (Avro has no int16)
     ]
     assert sorted(hudi_rs_read(t.path).column("big").to_pylist()) == [1, 2**63 - 1]
     assert Table.open(t.path, spark=spark).read().count() == 2
@@ -343,10 +343,10 @@ def test_a_delete_or_empty_first_write_does_not_fix_the_schema(
 def test_schema_messages_say_what_to_do(spark: Any, tmp_path: Path, engine: str) -> None:
     t = _create(engine, spark, tmp_path / "t", record_key="id", ordering_field="ts")
     t.upsert(_batch(engine, spark, [(1, "sf", 1, "a")]))
-    wide = pa.schema([*ARROW_SCHEMA, ("extra", pa.int64())])
-    with pytest.raises(SchemaMismatchError, match="does not add columns") as info:
-        t.upsert(_batch(engine, spark, [(2, "sf", 1, "b", 5)], wide))
-    assert "new table" in str(info.value)
+    numbers = pa.schema([*list(ARROW_SCHEMA)[:3], ("v", pa.int64())])
+    with pytest.raises(SchemaMismatchError, match="allowed: adding nullable columns") as info:
+        t.upsert(_batch(engine, spark, [(2, "sf", 1, 5)], numbers))
+    assert "'v'" in str(info.value) or "v:" in str(info.value)
     no_ts = pa.schema([f for f in ARROW_SCHEMA if f.name != "ts"])
     with pytest.raises(MissingColumnError, match="ordering") as missing:
         t.upsert(_batch(engine, spark, [(2, "sf", "b")], no_ts))

@@ -12,7 +12,8 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     │   ├── NullRecordKeyError      a record-key field is null
     │   ├── MissingColumnError      a key, partition or ordering column is absent
     │   ├── SchemaMismatchError     the batch does not fit the table's schema
-    │   │   └── UnsupportedTypeError  a column's type (or value) no Hudi reader can read back
+    │   │   ├── UnsupportedTypeError  a column's type (or value) no Hudi reader can read back
+    │   │   └── SchemaEvolutionError  a schema change Hudi's evolution on write does not allow
     │   ├── InvalidRecordKeyError   a record-key value or type that cannot be a Hudi key
     │   └── InvalidPartitionValueError  a partition value that cannot be a folder of the table
     ├── TableNotFoundError          the path holds no tidemark/Hudi table
@@ -41,6 +42,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
         │   ├── EarlyConflictError  ... or is writing them: found while writing, not at commit
         │   ├── BaseFileGoneError   ... and the version this write merged against was cleaned meanwhile
         │   ├── RolledBackConflictError  a rollback or restore removed what the write built on
+        │   ├── SchemaConflictError  a concurrent commit changed the schema incompatibly with this write
         │   └── ClusteringConflictError  the write touched file groups a clustering replaced
         │                                (retried by Table) or has planned (reject strategy)
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
@@ -158,6 +160,32 @@ class UnsupportedTypeError(SchemaMismatchError):
     def __init__(self, column: str, message: str) -> None:
         super().__init__(f"column {column!r}: {message}", problems=[message])
         self.column = column
+
+
+# What Hudi's schema evolution on write allows (tidemark.format.schema_evolution).
+SCHEMA_CHANGES_ALLOWED = (
+    "allowed: adding nullable columns (also inside structs); promoting int to long, float or double, "
+    "long to float or double, float to double, string to bytes and bytes to string; writing a narrower "
+    "type than the table's (it is cast up); leaving columns out with "
+    "hoodie.write.set.null.for.missing.columns=true. Not allowed: dropping a column, narrowing a type, "
+    "other type changes, and changing the type of a record-key, partition or ordering field"
+)
+
+
+class SchemaEvolutionError(SchemaMismatchError):
+    """The batch changes the table's schema in a way Hudi's schema evolution on write refuses
+    (drops a column, narrows or changes a type, changes a key/partition/ordering field's type).
+    Nothing was written. ``problems`` names each column."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(
+            "the batch changes the table's schema in a way that is not allowed: " + "; ".join(problems)
+            + f". {SCHEMA_CHANGES_ALLOWED}.",
+            problems=problems,
+        )
+
+    def __reduce__(self):  # noqa: ANN204 - pickling (errors cross process boundaries)
+        return (SchemaEvolutionError, (self.problems,))
 
 
 class InvalidRecordKeyError(InvalidInputError):
@@ -445,6 +473,29 @@ class EarlyConflictError(WriteConflictError):
 
 def _early_conflict_from_payload(payload: dict[str, str]) -> EarlyConflictError:
     return EarlyConflictError(**payload)
+
+
+class SchemaConflictError(WriteConflictError):
+    """A write that committed after this one started recorded a table schema this write's
+    schema cannot be reconciled with (the same new column with types neither promotes to, a
+    column one writer promoted the other cannot read). The write was rolled back; running it
+    again would be refused by the schema check, so it is not retried."""
+
+    def __init__(self, *, instant_time: str, conflicting_instant: str, problems: Sequence[str]) -> None:
+        super().__init__(instant_time=instant_time, conflicting_instant=conflicting_instant, file_groups=[])
+        self.problems = list(problems)
+        self.args = (
+            f"write {instant_time} changed the table's schema incompatibly with instant {conflicting_instant}, "
+            f"which committed first: {'; '.join(problems)}. The write was rolled back; write the batch with "
+            "column types the table's new schema accepts.",
+        )
+
+    def __reduce__(self):  # noqa: ANN204 - pickling (errors cross process boundaries)
+        return (_schema_conflict, (self.instant_time, self.conflicting_instant, self.problems))
+
+
+def _schema_conflict(instant_time: str, conflicting_instant: str, problems: list[str]) -> SchemaConflictError:
+    return SchemaConflictError(instant_time=instant_time, conflicting_instant=conflicting_instant, problems=problems)
 
 
 class ClusteringConflictError(WriteConflictError):

@@ -140,9 +140,11 @@ class Table:
 
     @property
     def schema(self) -> pa.Schema | None:
-        """The user columns' schema (no meta columns), or None before the first write."""
-        if self._schema is None:
-            self._schema = self._load_schema()
+        """The user columns' schema (no meta columns), or None before the first write.
+
+        Read from the timeline each time: writers (this one or others) evolve it.
+        """
+        self._schema = self._load_schema() or self._schema
         return self._schema
 
     def _load_schema(self) -> pa.Schema | None:
@@ -243,7 +245,7 @@ class Table:
         outcome, reruns = write_with_reruns(
             write, self.engine.write_session, self.storage, retries_on_conflict=self.write_config.retries_on_conflict
         )
-        if self._schema is None and outcome.schema is not None:
+        if outcome.schema is not None:
             self._adopt_schema(outcome.schema)
         if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
             self._compact_inline()

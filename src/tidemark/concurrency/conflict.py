@@ -41,12 +41,20 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.errors import ClusteringConflictError, ConfigError, RolledBackConflictError, WriteConflictError
+from tidemark.errors import (
+    ClusteringConflictError,
+    ConfigError,
+    RolledBackConflictError,
+    SchemaConflictError,
+    WriteConflictError,
+)
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, read_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import COMMIT_TIME, RECORD_KEY, TIMELINE_DIR, parse_base_file_name
 from tidemark.format.parquet_file import read_data_file
+from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json, table_name_of
+from tidemark.format.schema_evolution import union
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 
@@ -170,6 +178,31 @@ def not_built_on_rolled_back(storage: Storage, timeline: Timeline, mine: Pending
                 instant_time=mine.instant_time, conflicting_instant=rollback.requested_time, rolled_back=target,
                 file_groups=shared,
             )
+
+
+def reconcile_schema(timeline: Timeline, mine: PendingCommit, schema_json: str) -> str:
+    """The schema this write records: its own, united with every schema that writes completed
+    since its snapshot recorded (in completion order), so that compatible schema changes of
+    concurrent writers all land (the table's schema is the union). Raises
+    :class:`SchemaConflictError` naming the columns when no schema reads both writes' files
+    (the same new column with types neither promotes to, ...). Holds under every strategy
+    and concurrency mode: the latest commit's schema must read every file of the table.
+    """
+    window = CommitWindow(mine.instant_time, mine.seen)
+    united: pa.Schema | None = None
+    for theirs in window.candidates(timeline):
+        if not theirs.is_completed:
+            continue
+        their_json = timeline.commit_metadata(theirs).schema_json
+        if not their_json or their_json == schema_json:
+            continue
+        ours = united if united is not None else arrow_schema_from_avro(schema_json)
+        united, problems = union(arrow_schema_from_avro(their_json), ours)
+        if united is None:
+            raise SchemaConflictError(
+                instant_time=mine.instant_time, conflicting_instant=theirs.requested_time, problems=problems
+            )
+    return schema_json if united is None else avro_schema_json(united, table_name_of(schema_json))
 
 
 class ConflictResolutionStrategy:

@@ -93,6 +93,17 @@ def avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     return json.dumps(rec, separators=(",", ":"))
 
 
+def table_name_of(avro_json: str) -> str:
+    """The table name :func:`avro_schema_json` rendered into ``avro_json`` (its namespace
+    ``hoodie.<name>``), to render an evolved schema under the same record name."""
+    rec = json.loads(avro_json)
+    namespace = str(rec.get("namespace") or "")
+    if namespace.startswith("hoodie."):
+        return namespace[len("hoodie."):]
+    name = str(rec.get("name") or "table")
+    return name[: -len("_record")] if name.endswith("_record") else name
+
+
 def file_avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     """The Avro schema Hudi's writers put in a base file's footer (``parquet.avro.schema``).
 

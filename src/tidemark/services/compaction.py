@@ -295,7 +295,8 @@ def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat],
     meta = CommitMetadata(
         operation=OPERATION,
         write_stats=tuple(sorted(stats, key=lambda s: (s.partition_path, s.file_id))),
-        extra={"schema": avro_schema_json(user_schema, table_name)},
+        # The latest recorded schema: writes may have evolved it since the plan (it reads ours).
+        extra={"schema": timeline.latest_schema_json() or avro_schema_json(user_schema, table_name)},
         compacted=True,
     )
     completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), plan.instant_time])))

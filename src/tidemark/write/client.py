@@ -23,13 +23,20 @@ import pyarrow as pa
 
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
-from tidemark.errors import CommitError, EarlyConflictError, HeartbeatExpiredError, WriteConflictError
+from tidemark.errors import (
+    CommitError,
+    EarlyConflictError,
+    HeartbeatExpiredError,
+    SchemaConflictError,
+    WriteConflictError,
+)
 from tidemark.format.bloom import footer_size
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.properties import MERGE_ON_READ, TableConfig
 from tidemark.format.schema import avro_schema_json, with_meta_columns
+from tidemark.format.schema_evolution import evolve
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
@@ -38,6 +45,7 @@ from tidemark.merge import MergeConfig
 from tidemark.storage import Storage
 from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, Timeline
+from tidemark.timeline.table_schema import latest_table_schema
 from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets, new_bucket_salt
 from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.engine import Frame, WorkloadProfile, WritePipeline
@@ -97,6 +105,20 @@ class WriteClient:
         self.merge_config.check_schema(schema, key_fields=cfg.record_key_fields, partition_fields=cfg.partition_fields)
         return schema
 
+    def _evolved_schema(self, incoming: pa.Schema, table_schema: pa.Schema) -> pa.Schema:
+        """The table's schema evolved by the batch's columns (Hudi's schema evolution on write)."""
+        cfg = self.table_config
+        fixed = (*cfg.record_key_fields, *cfg.partition_fields, *cfg.ordering_fields)
+        evolution = evolve(table_schema, incoming, fixed_fields=fixed)
+        if not evolution.changed:
+            return table_schema
+        check_storable(evolution.schema)
+        self.merge_config.check_schema(
+            evolution.schema, key_fields=cfg.record_key_fields, partition_fields=cfg.partition_fields
+        )
+        log.info("schema evolves: added %s, promoted %s", list(evolution.added), list(evolution.promoted))
+        return evolution.schema
+
     def write(
         self, operation: str | WriteOperation, frame: Frame, table_schema: pa.Schema | None
     ) -> WriteOutcome:
@@ -125,7 +147,7 @@ class WriteClient:
                 outcome = write_once()
                 return replace(outcome, attempts=attempt)
             except (WriteConflictError, HeartbeatExpiredError) as conflict:
-                if attempt > retries:
+                if attempt > retries or isinstance(conflict, SchemaConflictError):  # a rerun is refused
                     raise
                 log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
                 if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
@@ -211,14 +233,20 @@ class WriteClient:
         # A delete, or a write of no rows, on a table without a schema yet fixes none: the next
         # write of whole rows sets it (else the table would be stuck with the delete's columns).
         fixes_schema = table_schema is None and not keys_only and not probe.is_empty(frame)
-        if keys_only:
-            user_schema = table_schema or incoming_schema
-        else:
-            user_schema = self._user_schema(incoming_schema, table_schema)
-        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation.value)
         protocol = self.protocol
         protocol.prepare_for_write()
-        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        snapshot = Timeline.load(self.storage)
+        # The schema of the snapshot this write plans against (a concurrent writer may have
+        # evolved it since the caller read it); the commit reconciles it with later ones.
+        table_schema = latest_table_schema(snapshot, table_schema)
+        if keys_only:
+            user_schema = table_schema or incoming_schema
+        elif table_schema is None:
+            user_schema = self._user_schema(incoming_schema, table_schema)
+        else:
+            user_schema = self._evolved_schema(incoming_schema, table_schema)
+        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation.value)
+        view = FileSystemView(self.storage, snapshot)
 
         # Everything that can reject the input happens before the instant is requested.
         prepared = pipeline.prepare(
@@ -267,7 +295,8 @@ class WriteClient:
                         if found is not None and not isinstance(failure, EarlyConflictError):
                             raise found from failure  # the job was cancelled because of it
                         raise
-                recorded = table_schema if table_schema is not None else user_schema if fixes_schema else None
+                recorded = (user_schema if not keys_only else table_schema) if table_schema is not None \
+                    else user_schema if fixes_schema else None
                 instant = protocol.complete(
                     pending,
                     stats,

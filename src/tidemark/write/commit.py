@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from tidemark.concurrency.conflict import (
@@ -35,6 +35,7 @@ from tidemark.concurrency.conflict import (
     NonBlockingConflictResolution,
     PendingCommit,
     not_built_on_rolled_back,
+    reconcile_schema,
     strategy_by_name,
 )
 from tidemark.concurrency.heartbeat import HEARTBEAT_DIR, Heartbeat, HeartbeatPolicy, last_heartbeat_ms
@@ -391,6 +392,10 @@ class CommitProtocol:
                     mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
                     self.strategy.check(self.storage, checked, mine)
                     not_built_on_rolled_back(self.storage, checked, mine)
+                    if schema_json:  # the union with schemas recorded since the snapshot, or a conflict
+                        reconciled = reconcile_schema(checked, mine, schema_json)
+                        if reconciled != schema_json:
+                            meta = replace(meta, extra={**meta.extra, "schema": reconciled})
                     self._still_mine(pending, timeline)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)

@@ -22,13 +22,7 @@ from tidemark.errors import (
 )
 from tidemark.format.names import META_COLUMNS
 from tidemark.format.schema import normalize_type
-
-# Widening casts that never lose information.
-_SAFE_WIDENING = {
-    (pa.int32(), pa.int64()),
-    (pa.float32(), pa.float64()),
-    (pa.int32(), pa.float64()),
-}
+from tidemark.format.schema_evolution import missing_fields, promotable
 
 
 @dataclass(frozen=True)
@@ -218,6 +212,13 @@ def storable_arrow_table(table: pa.Table) -> pa.Table:
 
 
 def plan_columns(incoming: pa.Schema, table: pa.Schema, *, allow_missing: bool) -> ColumnPlan:
+    """How to bring a batch to ``table`` (the schema the write records, already evolved by
+    :func:`tidemark.format.schema_evolution.evolve`): columns to cast up (narrower types,
+    structs lacking fields), table columns to fill with null.
+
+    Raises SchemaMismatchError naming the table columns (dotted inside structs) the batch
+    lacks unless ``allow_missing`` (``hoodie.write.set.null.for.missing.columns``).
+    """
     problems: list[str] = []
     casts: dict[str, pa.DataType] = {}
     table_fields = {f.name: f for f in table}
@@ -226,25 +227,21 @@ def plan_columns(incoming: pa.Schema, table: pa.Schema, *, allow_missing: bool) 
             continue
         target = table_fields.get(field.name)
         if target is None:
-            problems.append(
-                f"column {field.name!r} ({field.type}) is not in the table's schema (tidemark does not add "
-                "columns to an existing table: drop the column from the batch, or write the rows to a new "
-                "table created with the wider schema)"
-            )
+            problems.append(f"column {field.name!r} ({field.type}) is not in the table's schema")
             continue
-        have, want = normalize_type(field.type), normalize_type(target.type)
-        if have == want:
+        if normalize_type(field.type) == normalize_type(target.type):
             continue
-        if (have, want) in _SAFE_WIDENING or pa.types.is_null(have):
+        if promotable(field.type, target.type) or pa.types.is_null(field.type):
             casts[field.name] = target.type
         else:
             problems.append(f"column {field.name!r} is {field.type}, the table has {target.type}")
     names = set(incoming.names)
     missing = tuple(f.name for f in table if f.name not in names)
-    if missing and not allow_missing:
+    absent = missing_fields(incoming, table)
+    if absent and not allow_missing:
         problems.append(
-            f"column(s) {list(missing)} of the table are missing "
-            "(set hoodie.write.set.null.for.missing.columns=true to write nulls)"
+            f"column(s) {absent} of the table are missing from the batch "
+            "(set hoodie.write.set.null.for.missing.columns=true to write nulls; Hudi never drops a column)"
         )
     if problems:
         raise SchemaMismatchError(

@@ -5,6 +5,7 @@ most, by :func:`tidemark.read.merge.read_slice` (the same merge as the Arrow eng
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import cast
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -20,6 +21,8 @@ from tidemark.read.plan import ReadPlan
 from tidemark.storage import Storage
 from tidemark.storage.base import DataSource
 from tidemark.storage.location import StorageLocation, location_of, storage_of
+from tidemark.timeline import Timeline
+from tidemark.timeline.table_schema import promoted_from_long
 
 _LOG_SEPARATOR = "\n"
 
@@ -28,7 +31,7 @@ def _merged_slices(
     spark: SparkSession,
     slices: list[tuple[str, str]],
     arrow_schema: pa.Schema,
-    merger: RecordMerger,
+    merger: RecordMerger | None,  # None: no slice has log files
     delete_ordering_field: str | None,
     location: StorageLocation | None = None,
 ) -> DataFrame:
@@ -38,11 +41,12 @@ def _merged_slices(
         storage = storage_of(location) if location is not None else None
         for batch in batches:
             for base, logs in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True):
-                names = logs.split(_LOG_SEPARATOR)
+                names = [p for p in logs.split(_LOG_SEPARATOR) if p]
                 sources: list[DataSource] = (
                     [storage.open_input(n) for n in names] if storage is not None else list(names))
                 table = read_slice(
-                    storage.open_input(base) if storage is not None else base, sources, merger, arrow_schema,
+                    storage.open_input(base) if storage is not None else base, sources, cast(RecordMerger, merger),
+                    arrow_schema,
                     delete_ordering_field=delete_ordering_field,
                 )
                 yield from table.to_batches()
@@ -86,13 +90,18 @@ def read_plan(
         for f in plan.files
         if plan.logs_of(f)
     ]
+    if plain and promoted_from_long(Timeline.load(storage), user_schema or pa.schema([])):
+        # Spark's parquet reader cannot read a long column as a double (schema evolution
+        # promoted one): the base files are read by Arrow tasks, which cast.
+        slices += [(path, "") for path in plain]
+        plain = []
     parts = []
     if plain and location is not None:
         parts.append(read_parquet_files(spark, location, plain, arrow_schema))
     elif plain:
         parts.append(spark.read.schema(schema).parquet(*plain))
     if slices:
-        if merger is None:
+        if merger is None and any(logs for _, logs in slices):
             raise ValueError("the read plan merges log files: pass the table's record merger")
         parts.append(_merged_slices(spark, slices, arrow_schema, merger, delete_ordering_field, location))
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])

@@ -30,6 +30,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files
 from tidemark.engines.spark.bulk import write_bulk
+from tidemark.engines.spark.conform import conform
 from tidemark.engines.spark.dedup import dedup_by_key
 from tidemark.engines.spark.expressions import (
     HASH_COLUMN,
@@ -155,11 +156,11 @@ class SparkWritePipeline:
             # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
             if not allow_missing:
                 require_columns("ordering", layout.ordering_fields, df.columns)
-            plan = plan_columns(arrow_schema_of(df), self.user_schema, allow_missing=allow_missing)
+            incoming = arrow_schema_of(df)
+            plan = plan_columns(incoming, self.user_schema, allow_missing=allow_missing)
             # One projection per step: every DataFrame Spark builds is analysed again on the driver.
             aligned = {
-                name: F.col(name).cast(spark_schema_of(pa.schema([(name, target)]))[0].dataType)
-                for name, target in plan.casts.items()
+                name: conform(F.col(name), incoming.field(name).type, target) for name, target in plan.casts.items()
             }
             for name in plan.missing:
                 field_type = spark_schema_of(pa.schema([self.user_schema.field(name)]))[0].dataType
