@@ -417,3 +417,38 @@ def test_early_conflict_detection_on_s3_stops_the_younger_writer_before_its_mark
         protocol.close()
     _agree(table, opts, [(0, 0)])
     table.close()
+
+
+def test_the_server_stopped_and_restarted_mid_write_gives_typed_errors(
+    moto_server: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto_server.stop() as the writer publishes, then start(port=same): the write fails with a
+    StorageError within its timeouts and publishes nothing. The restarted server keeps nothing
+    (moto is in memory), so opening the table then is a typed BucketNotFoundError, not a hang or a
+    raw OSError. (The paused-server test above checks the table's consistency once the store is back.)"""
+    import time
+
+    from tidemark.errors import BucketNotFoundError, StorageError
+    from tidemark.write.commit import CommitProtocol
+
+    opts = {**moto_server.storage_options(), **FAST}
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    table.upsert(_batch((1, 0)))
+    port = moto_server.port
+    original = CommitProtocol.complete
+
+    def stop_then_complete(self: CommitProtocol, *args: Any, **kwargs: Any) -> Any:
+        moto_server.stop()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CommitProtocol, "complete", stop_then_complete)
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageError):
+            table.upsert(_batch((1, 9)))
+        assert time.monotonic() - started < 60
+    finally:
+        monkeypatch.setattr(CommitProtocol, "complete", original)
+        moto_server.start(port=port)
+    with pytest.raises(BucketNotFoundError):
+        Table.open(table.path, spark=None, storage_options=opts)
