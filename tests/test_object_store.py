@@ -452,3 +452,64 @@ def test_the_server_stopped_and_restarted_mid_write_gives_typed_errors(
         moto_server.start(port=port)
     with pytest.raises(BucketNotFoundError):
         Table.open(table.path, spark=None, storage_options=opts)
+
+
+class _IgnoringProxy:
+    """A real HTTP proxy in front of the moto server that drops If-None-Match / If-Match: an
+    S3-compatible store that accepts conditional puts but ignores them (overwrites)."""
+
+    def __init__(self, target_port: int) -> None:
+        import http.client
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("if-none-match", "if-match")}
+                conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.errors import ConditionalWritesUnsupportedError
+
+    proxy = _IgnoringProxy(moto_server.port)
+    try:
+        opts = {**moto_server.storage_options(), "aws_endpoint_url": proxy.endpoint}
+        with pytest.raises(ConditionalWritesUnsupportedError) as info:
+            _create(f"s3://{s3_bucket}/t", opts)
+        assert "conditional writes" in str(info.value)
+        # nothing was left behind (the probe object is deleted)
+        assert "Contents" not in moto_server.boto3_client("s3").list_objects_v2(Bucket=s3_bucket)
+    finally:
+        proxy.close()
