@@ -162,6 +162,28 @@ def test_hoodie_properties_changes_are_compare_and_swap_on_s3(moto_server: Any, 
     assert not storage.replace_if_match("absent", b"x", seen.version)
 
 
+
+def test_archival_and_clustering_on_s3(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.timeline.history import read_manifest
+
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts, **{
+        "hoodie.archive.automatic": "true", "hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "6",
+        "hoodie.clean.commits.retained": "2", "hoodie.timeline.compaction.batch.size": "3",
+        "hoodie.parquet.small.file.limit": "0"})
+    commits = [table.insert(_batch((i, i))) for i in range(10)]
+    timeline = Timeline.load(table.storage)
+    assert timeline.archived_before is not None and read_manifest(table.storage).files
+    everything = [i for i in table.timeline(include_archived=True) if i.action is Action.COMMIT]
+    assert [i.requested_time for i in everything] == [c.instant_time for c in commits]
+    expected = [(i, i) for i in range(10)]
+    _agree(table, opts, expected)
+    before = len([f for f in table.storage.walk_files("") if f.name.endswith(".parquet")])
+    result = table.cluster(small_file_limit=1 << 30, target_file_size=1 << 30)
+    assert result.clustered and result.file_groups_replaced == before
+    _agree(table, opts, expected)
+
+
 # -- locks -----------------------------------------------------------------------------------
 
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
