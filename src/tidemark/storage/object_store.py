@@ -273,6 +273,14 @@ class ObjectStorage:
             self._call("creating", path, lambda: obstore.put(self._store, path, data, mode="create"))
             return CreateOutcome.CREATED
         except (AlreadyExistsError, PreconditionError):
+            # A put retried after a lost answer meets its own first attempt (412). The same
+            # non-empty bytes mean that attempt landed: ours (an empty marker proves nothing).
+            if data:
+                try:
+                    if self.read_bytes(path) == data:
+                        return CreateOutcome.CREATED
+                except FileNotFoundError:
+                    return CreateOutcome.UNKNOWN  # deleted meanwhile: the caller re-reads
             return CreateOutcome.ALREADY_EXISTS
 
     def read_versioned(self, path: str) -> Versioned | None:
