@@ -535,3 +535,23 @@ def test_a_store_that_ignores_conditional_writes_is_refused(moto_server: Any, s3
         assert "Contents" not in moto_server.boto3_client("s3").list_objects_v2(Bucket=s3_bucket)
     finally:
         proxy.close()
+
+
+def test_secrets_never_appear_in_the_table_reprs_or_errors(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.storage.location import location_of
+    from tidemark.write.spec import WriteSpec
+
+    opts = moto_server.storage_options()
+    secret = opts["aws_secret_access_key"]
+    table = _create(f"s3://{s3_bucket}/t", opts, table_type="MERGE_ON_READ")
+    table.upsert(_batch((1, 0)))
+    table.upsert(_batch((1, 1)))
+    location = location_of(table.storage)
+    spec = WriteSpec(base_path=table.path, instant_time="", schema=pa.schema([]), ordering_fields=(),
+                     compression="snappy", max_file_size=1, location=location)
+    for shown in (repr(table), repr(table.storage), repr(location), repr(spec), str(location.redacted_options())):
+        assert secret not in shown
+    assert location.options["aws_secret_access_key"] == secret  # tasks still get it
+    s3 = moto_server.boto3_client("s3")
+    for obj in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]:  # commit metadata, properties, logs, files
+        assert secret.encode() not in s3.get_object(Bucket=s3_bucket, Key=obj["Key"])["Body"].read(), obj["Key"]
