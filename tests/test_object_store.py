@@ -162,6 +162,28 @@ def test_hoodie_properties_changes_are_compare_and_swap_on_s3(moto_server: Any, 
     assert not storage.replace_if_match("absent", b"x", seen.version)
 
 
+
+def test_archival_and_clustering_on_s3(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.timeline.history import read_manifest
+
+    opts = moto_server.storage_options()
+    table = _create(f"s3://{s3_bucket}/t", opts, **{
+        "hoodie.archive.automatic": "true", "hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "6",
+        "hoodie.clean.commits.retained": "2", "hoodie.timeline.compaction.batch.size": "3",
+        "hoodie.parquet.small.file.limit": "0"})
+    commits = [table.insert(_batch((i, i))) for i in range(10)]
+    timeline = Timeline.load(table.storage)
+    assert timeline.archived_before is not None and read_manifest(table.storage).files
+    everything = [i for i in table.timeline(include_archived=True) if i.action is Action.COMMIT]
+    assert [i.requested_time for i in everything] == [c.instant_time for c in commits]
+    expected = [(i, i) for i in range(10)]
+    _agree(table, opts, expected)
+    before = len([f for f in table.storage.walk_files("") if f.name.endswith(".parquet")])
+    result = table.cluster(small_file_limit=1 << 30, target_file_size=1 << 30)
+    assert result.clustered and result.file_groups_replaced == before
+    _agree(table, opts, expected)
+
+
 # -- locks -----------------------------------------------------------------------------------
 
 OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control"}
@@ -417,3 +439,119 @@ def test_early_conflict_detection_on_s3_stops_the_younger_writer_before_its_mark
         protocol.close()
     _agree(table, opts, [(0, 0)])
     table.close()
+
+
+def test_the_server_stopped_and_restarted_mid_write_gives_typed_errors(
+    moto_server: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto_server.stop() as the writer publishes, then start(port=same): the write fails with a
+    StorageError within its timeouts and publishes nothing. The restarted server keeps nothing
+    (moto is in memory), so opening the table then is a typed BucketNotFoundError, not a hang or a
+    raw OSError. (The paused-server test above checks the table's consistency once the store is back.)"""
+    import time
+
+    from tidemark.errors import BucketNotFoundError, StorageError
+    from tidemark.write.commit import CommitProtocol
+
+    opts = {**moto_server.storage_options(), **FAST}
+    table = _create(f"s3://{s3_bucket}/t", opts)
+    table.upsert(_batch((1, 0)))
+    port = moto_server.port
+    original = CommitProtocol.complete
+
+    def stop_then_complete(self: CommitProtocol, *args: Any, **kwargs: Any) -> Any:
+        moto_server.stop()
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(CommitProtocol, "complete", stop_then_complete)
+    started = time.monotonic()
+    try:
+        with pytest.raises(StorageError):
+            table.upsert(_batch((1, 9)))
+        assert time.monotonic() - started < 60
+    finally:
+        monkeypatch.setattr(CommitProtocol, "complete", original)
+        moto_server.start(port=port)
+    with pytest.raises(BucketNotFoundError):
+        Table.open(table.path, spark=None, storage_options=opts)
+
+
+class _IgnoringProxy:
+    """A real HTTP proxy in front of the moto server that drops If-None-Match / If-Match: an
+    S3-compatible store that accepts conditional puts but ignores them (overwrites)."""
+
+    def __init__(self, target_port: int) -> None:
+        import http.client
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in ("if-none-match", "if-match")}
+                conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=30)
+                conn.request(self.command, self.path, body=body, headers=headers)
+                answer = conn.getresponse()
+                data = answer.read()
+                self.send_response(answer.status)
+                for key, value in answer.getheaders():
+                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
+                        self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                conn.close()
+
+            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.errors import ConditionalWritesUnsupportedError
+
+    proxy = _IgnoringProxy(moto_server.port)
+    try:
+        opts = {**moto_server.storage_options(), "aws_endpoint_url": proxy.endpoint}
+        with pytest.raises(ConditionalWritesUnsupportedError) as info:
+            _create(f"s3://{s3_bucket}/t", opts)
+        assert "conditional writes" in str(info.value)
+        # nothing was left behind (the probe object is deleted)
+        assert "Contents" not in moto_server.boto3_client("s3").list_objects_v2(Bucket=s3_bucket)
+    finally:
+        proxy.close()
+
+
+def test_secrets_never_appear_in_the_table_reprs_or_errors(moto_server: Any, s3_bucket: str) -> None:
+    from tidemark.storage.location import location_of
+    from tidemark.write.spec import WriteSpec
+
+    opts = moto_server.storage_options()
+    secret = opts["aws_secret_access_key"]
+    table = _create(f"s3://{s3_bucket}/t", opts, table_type="MERGE_ON_READ")
+    table.upsert(_batch((1, 0)))
+    table.upsert(_batch((1, 1)))
+    location = location_of(table.storage)
+    spec = WriteSpec(base_path=table.path, instant_time="", schema=pa.schema([]), ordering_fields=(),
+                     compression="snappy", max_file_size=1, location=location)
+    for shown in (repr(table), repr(table.storage), repr(location), repr(spec), str(location.redacted_options())):
+        assert secret not in shown
+    assert location.options["aws_secret_access_key"] == secret  # tasks still get it
+    s3 = moto_server.boto3_client("s3")
+    for obj in s3.list_objects_v2(Bucket=s3_bucket)["Contents"]:  # commit metadata, properties, logs, files
+        assert secret.encode() not in s3.get_object(Bucket=s3_bucket, Key=obj["Key"])["Body"].read(), obj["Key"]

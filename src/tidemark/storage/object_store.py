@@ -36,7 +36,7 @@ from tidemark.errors import (
     StorageError,
     StorageUnreachableError,
 )
-from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Versioned
+from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Storage, Versioned
 from tidemark.storage.secrets import is_secret_option
 
 T = TypeVar("T")
@@ -273,6 +273,14 @@ class ObjectStorage:
             self._call("creating", path, lambda: obstore.put(self._store, path, data, mode="create"))
             return CreateOutcome.CREATED
         except (AlreadyExistsError, PreconditionError):
+            # A put retried after a lost answer meets its own first attempt (412). The same
+            # non-empty bytes mean that attempt landed: ours (an empty marker proves nothing).
+            if data:
+                try:
+                    if self.read_bytes(path) == data:
+                        return CreateOutcome.CREATED
+                except FileNotFoundError:
+                    return CreateOutcome.UNKNOWN  # deleted meanwhile: the caller re-reads
             return CreateOutcome.ALREADY_EXISTS
 
     def read_versioned(self, path: str) -> Versioned | None:
@@ -342,3 +350,22 @@ class ObjectStorage:
 
     def is_empty_dir(self, path: str) -> bool:
         return not self._any_under(path)
+
+
+def verify_conditional_writes(storage: Storage) -> None:
+    """Refuse a store that ignores put-if-absent (ConditionalWritesUnsupportedError), before a table
+    is created on it: some S3-compatible stores accept ``If-None-Match`` and overwrite anyway, which
+    would let two writers complete one instant. Three requests on a probe object, deleted after."""
+    import uuid
+
+    probe = f".hoodie/.probe-{uuid.uuid4().hex}"
+    try:
+        first = storage.create_if_absent(probe, b"1")
+        second = storage.create_if_absent(probe, b"2")
+    finally:
+        storage.delete(probe)
+    if first is not CreateOutcome.CREATED or second is not CreateOutcome.ALREADY_EXISTS:
+        raise ConditionalWritesUnsupportedError(
+            f"{storage.base_path}: the store ignored a put-if-absent (If-None-Match) and overwrote the "
+            "object, so commits could not be atomic; use a store with conditional writes (AWS S3, GCS, "
+            "Azure, MinIO, moto). Nothing was created.", uri=storage.base_path)

@@ -85,6 +85,10 @@ def create_table(
     local = storage.is_local
     if storage.exists(PROPERTIES_PATH):
         raise TableExistsError(path, "a table already exists there; use Table.open")
+    if not local:
+        from tidemark.storage.object_store import verify_conditional_writes
+
+        verify_conditional_writes(storage)  # before anything: commits need put-if-absent
     if local and storage.exists("") and not os.path.isdir(storage.base_path):
         raise TableExistsError(path, "it is a file")
     if storage.exists("") and not storage.is_empty_dir(""):
