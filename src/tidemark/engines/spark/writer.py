@@ -29,6 +29,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
+from tidemark.engines.spark.connect import (
+    JobHandle,
+    default_parallelism,
+    estimated_bytes,
+    release_checkpoint,
+    task_reachable_host,
+)
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
 from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import EarlyConflictError, NullRecordKeyError
@@ -130,13 +137,6 @@ def _stat_from_row(row: object) -> WriteStat:
     )
 
 
-def _estimated_bytes(frame: DataFrame) -> int | None:
-    """Spark's estimate of ``frame``'s size (None where the plan cannot tell, as for a Python list
-    or an RDD, which Spark sizes at its huge default)."""
-    size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-    return size if size < (1 << 60) else None
-
-
 def _key_hash() -> Column:
     """Where a record key falls in [0, 1): the insert buckets are ranges of this hash."""
     return F.pmod(F.xxhash64(F.col(RECORD_KEY)), F.lit(1 << 30)) / float(1 << 30)
@@ -211,46 +211,42 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self.parallelism = parallelism
-        self._job_group: str | None = None
+        self._job: JobHandle | None = None
 
     @functools.cached_property
     def marker_server_host(self) -> str:
-        """Where tasks reach a server in this process: the driver's address, in local mode
-        loopback. Looked up only when a write runs a marker server (copying the conf costs)."""
-        conf = self.spark.sparkContext.getConf()
-        local = (conf.get("spark.master") or "local").startswith("local")
-        return "127.0.0.1" if local else (conf.get("spark.driver.host") or "127.0.0.1")
+        """Where tasks reach a server in this process (see ``connect.task_reachable_host``).
+        Looked up only when a write runs a marker server."""
+        return task_reachable_host(self.spark)
 
     # -- running write jobs -----------------------------------------------------------------
     def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
-        """Collect the stats of a write job, run in its own job group so it can be cancelled.
+        """Collect the stats of a write job, run under a name (job group, or operation tag on
+        Spark Connect) so that :meth:`cancel_write` can stop it.
 
         A task that stopped at an early conflict fails the job; its EarlyConflictError comes
         back to the driver as text inside Spark's error and is raised again here, typed.
         """
         if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
             raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
-        sc = self.spark.sparkContext
-        keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
-        saved = {key: sc.getLocalProperty(key) for key in keys}  # the caller's own job group, if any
-        self._job_group = f"tidemark-write-{self.spec.instant_time}"
-        sc.setJobGroup(self._job_group, f"tidemark write {self.spec.instant_time}", interruptOnCancel=True)
+        instant = self.spec.instant_time
+        job = JobHandle(self.spark, f"tidemark-write-{instant}", f"tidemark write {instant}")
+        self._job = job
         try:
-            return [_stat_from_row(r) for r in frame.collect()]
+            with job.running(interrupt=True):
+                return [_stat_from_row(r) for r in frame.collect()]
         except Exception as failure:
             early = EarlyConflictError.from_text(str(failure))
             if early is not None:
                 raise early from None
             raise
         finally:
-            for key, value in saved.items():
-                sc.setLocalProperty(key, value)  # type: ignore[arg-type]
-            self._job_group = None
+            self._job = None
 
     def cancel_write(self) -> None:
-        group = self._job_group
-        if group is not None:
-            self.spark.sparkContext.cancelJobGroup(group)
+        job = self._job
+        if job is not None:
+            job.cancel()
 
     def file_groups_of(self, rows: DataFrame) -> set[tuple[str, str]]:
         pairs = rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).select(PARTITION_PATH, FILE_ID_COLUMN).distinct()
@@ -379,7 +375,7 @@ class SparkWritePipeline:
             return False
         if layout.partition_fields and PARTITION_PATH in df.columns:
             return False
-        self.batch_key_bytes = _estimated_bytes(df.select(RECORD_KEY))
+        self.batch_key_bytes = estimated_bytes(df.select(RECORD_KEY))
         return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
 
     def persist_profiled(self, tagged: DataFrame) -> tuple[DataFrame, WorkloadProfile]:
@@ -525,7 +521,7 @@ class SparkWritePipeline:
         JVM's collector finds them."""
         kept, self._kept = self._kept, []
         for frame in kept:
-            frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # a LogicalRDD
+            release_checkpoint(frame)
 
     def only_new(self, tagged: DataFrame) -> DataFrame:
         return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
@@ -716,7 +712,7 @@ class SparkWritePipeline:
 
         # One task per file group up to a few per core: a task's cost is rewriting whole base files,
         # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
-        default = self.spark.sparkContext.defaultParallelism
+        default = default_parallelism(self.spark)
         if weights and len(weights) <= BALANCE_GROUPS:
             tasks = self.parallelism or min(len(weights), 4 * default)
             placed = balance(weights, tasks)
@@ -753,7 +749,7 @@ class SparkWritePipeline:
                     yield from _stats_table([stat]).to_batches()
 
         rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
-        tasks = min(len(rows), self.spark.sparkContext.defaultParallelism * 4) or 1
+        tasks = min(len(rows), default_parallelism(self.spark) * 4) or 1
         ops = self.spark.createDataFrame(rows, "task int, op string").repartition(tasks)
         compacted = {op.file_id: len(op.log_files) for op in operations}
         stats = self._run_write_job(ops.mapInArrow(run, STATS_DDL))
