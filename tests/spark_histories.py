@@ -60,11 +60,12 @@ def model_states(ops: list[dict[str, Any]]) -> list[list[list[Any]]]:
     return out
 
 
-def tables(tmp: Path) -> list[dict[str, Any]]:
+def tables(tmp: Path, **options: str) -> list[dict[str, Any]]:
+    """The two histories, on tables under ``tmp`` with writer ``options``."""
     return [
         {"path": str(tmp / "cow"), "table_type": "COPY_ON_WRITE", "ops": copy_on_write_ops(),
-         "options": {"hoodie.clean.commits.retained": "1"}},
-        {"path": str(tmp / "mor"), "table_type": "MERGE_ON_READ", "ops": merge_on_read_ops()},
+         "options": {"hoodie.clean.commits.retained": "1", **options}},
+        {"path": str(tmp / "mor"), "table_type": "MERGE_ON_READ", "ops": merge_on_read_ops(), "options": options},
     ]
 
 

@@ -92,7 +92,9 @@ def main() -> None:
     import tidemark
 
     spark = session(spec["session"])
-    report: dict[str, Any] = {"tables": []}
+    report: dict[str, Any] = {"tables": [], "connect": "remote" in spec["session"]}
+    if "remote" not in spec["session"]:  # the executors' ids (the driver is not one of them)
+        report["executors"] = sorted(str(e) for e in spark.sparkContext._jsc.sc().getExecutorIds())
     try:
         for t in spec["tables"]:
             steps: list[dict[str, Any]] = []
