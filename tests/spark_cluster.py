@@ -22,8 +22,10 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from spark_connect_server import spark_env, spark_home
 from zookeeper import _parent_death_signal, free_port
@@ -111,16 +113,16 @@ class SparkCluster:
             raise
         return self
 
-    def _wait(self, ready: object, what: str) -> None:
+    def _wait(self, ready: Callable[[dict[str, Any]], bool], what: str) -> None:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             for proc in self._procs:
                 if proc.poll() is not None:
                     raise SparkClusterError(f"a cluster process exited with {proc.returncode}:\n{self.logs()}")
-            with contextlib.suppress(OSError, ValueError):
-                with urllib.request.urlopen(f"http://{self.host}:{self.web_port}/json/", timeout=2) as answer:
-                    if ready(json.loads(answer.read())):  # type: ignore[operator]
-                        return
+            url = f"http://{self.host}:{self.web_port}/json/"
+            with contextlib.suppress(OSError, ValueError), urllib.request.urlopen(url, timeout=2) as answer:
+                if ready(json.loads(answer.read())):
+                    return
             time.sleep(0.5)
         raise SparkClusterError(f"{what} of the Spark cluster not up within {self.start_timeout:.0f} s:\n{self.logs()}")
 

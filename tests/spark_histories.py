@@ -69,11 +69,12 @@ def tables(tmp: Path, **options: str) -> list[dict[str, Any]]:
     ]
 
 
-def run_history(tmp: Path, session: dict[str, Any], specs: list[dict[str, Any]], *, timeout: float = 900) -> Any:
+def run_history(tmp: Path, session: dict[str, Any], specs: list[dict[str, Any]], *, timeout: float = 900,
+                extra: dict[str, Any] | None = None) -> Any:
     """Run the histories in a process of their own; the report (see spark_history.py)."""
     report = tmp / "report.json"
     spec = tmp / "spec.json"
-    spec.write_text(json.dumps({"session": session, "tables": specs, "report": str(report)}))
+    spec.write_text(json.dumps({"session": session, "tables": specs, "report": str(report), **(extra or {})}))
     done = subprocess.run([sys.executable, HISTORY, str(spec)], timeout=timeout, capture_output=True, text=True)
     assert report.exists(), f"the history process wrote no report (exit {done.returncode}):\n{done.stderr[-5000:]}"
     out = json.loads(report.read_text())

@@ -87,14 +87,56 @@ def run_op(spark: Any, table: Any, op: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def cancel_probe(spark: Any) -> dict[str, Any]:
+    """Run a job of two tasks that would sleep 10 minutes under a JobHandle and cancel it from
+    another thread (again and again, until the job ends: it may not have started yet)."""
+    import threading
+
+    from tidemark.engines.spark.connect import JobHandle
+
+    def sleepy(batches: Any) -> Any:
+        time.sleep(600)
+        yield from batches
+
+    job = JobHandle(spark, "tidemark-test-cancel", "a job to cancel")
+    ended = threading.Event()
+
+    def cancel_until_ended() -> None:
+        while not ended.wait(1.0):
+            job.cancel()
+
+    canceller = threading.Thread(target=cancel_until_ended, daemon=True)
+    began = time.monotonic()
+    outcome: dict[str, Any] = {"kind": "classic" if not job.connect else "connect"}
+    try:
+        with job.running():
+            canceller.start()
+            spark.range(0, 2, 1, 2).mapInArrow(sleepy, "id long").collect()
+        outcome["failure"] = None
+    except Exception as error:  # noqa: BLE001 - what the cancellation raised is the result
+        outcome["failure"] = f"{type(error).__name__}: {error}"[:2000]
+    finally:
+        ended.set()
+    outcome["seconds"] = round(time.monotonic() - began, 2)
+    # The next job needs the task slots: it waits for them if the cancelled tasks still sleep.
+    began = time.monotonic()
+    outcome["next_job_rows"] = spark.range(0, 4, 1, 4).mapInArrow(lambda b: b, "id long").count()
+    outcome["next_job_seconds"] = round(time.monotonic() - began, 2)
+    return outcome
+
+
 def main() -> None:
     spec = json.loads(Path(sys.argv[1]).read_text())
     import tidemark
 
     spark = session(spec["session"])
+    if spec.get("cancel_probe"):
+        try:
+            Path(spec["report"]).write_text(json.dumps(cancel_probe(spark)))
+        finally:
+            spark.stop()
+        return
     report: dict[str, Any] = {"tables": [], "connect": "remote" in spec["session"]}
-    if "remote" not in spec["session"]:  # the executors' ids (the driver is not one of them)
-        report["executors"] = sorted(str(e) for e in spark.sparkContext._jsc.sc().getExecutorIds())
     try:
         for t in spec["tables"]:
             steps: list[dict[str, Any]] = []
@@ -111,6 +153,8 @@ def main() -> None:
                 steps.append(step)
                 Path(spec["report"]).write_text(json.dumps(report))
             table.close()
+        if "remote" not in spec["session"]:  # the executors that ran the jobs (never the driver)
+            report["executors"] = sorted(str(e) for e in spark.sparkContext._jsc.sc().getExecutorIds())
     except Exception as error:  # noqa: BLE001 - reported to the test, which fails with it
         report["error"] = f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
     finally:
