@@ -122,6 +122,11 @@ def cancel_probe(spark: Any) -> dict[str, Any]:
     began = time.monotonic()
     outcome["next_job_rows"] = spark.range(0, 4, 1, 4).mapInArrow(lambda b: b, "id long").count()
     outcome["next_job_seconds"] = round(time.monotonic() - began, 2)
+    from tidemark.engines.spark.connect import default_parallelism, estimated_bytes, task_reachable_host
+
+    outcome["estimated_bytes"] = estimated_bytes(spark.range(100))  # 100 longs
+    outcome["default_parallelism"] = default_parallelism(spark)
+    outcome["task_reachable_host"] = task_reachable_host(spark)
     return outcome
 
 

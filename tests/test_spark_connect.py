@@ -32,7 +32,9 @@ def test_every_operation_through_spark_connect_agrees_with_the_model_and_hudi_rs
     check_history(specs, report)
 
 
-def test_cancelling_a_connect_job_interrupts_its_tasks(spark_connect: Any, tmp_path: Path) -> None:
+def test_cancelling_a_connect_job_interrupts_its_tasks_and_plans_answer_what_the_jvm_did(
+    spark_connect: Any, tmp_path: Path
+) -> None:
     """JobHandle.cancel (what early conflict detection calls) stops a running Connect job by its
     operation tag: the job ends at once and its Python tasks stop (they would sleep 10 min)."""
     report = run_history(tmp_path, {"remote": spark_connect.url}, [], extra={"cancel_probe": True})
@@ -40,6 +42,10 @@ def test_cancelling_a_connect_job_interrupts_its_tasks(spark_connect: Any, tmp_p
     assert report["failure"] is not None and "OPERATION_CANCELED" in report["failure"]
     assert report["seconds"] < 120
     assert report["next_job_rows"] == 4 and report["next_job_seconds"] < 300  # the slots are free again
+    # What a classic session asks the JVM, read from the Connect server's plans.
+    assert report["estimated_bytes"] == 800
+    assert report["default_parallelism"] == 2  # the server runs local[2]
+    assert report["task_reachable_host"] == "127.0.0.1"  # the server is on this machine
 
 
 @pytest.fixture
