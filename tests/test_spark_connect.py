@@ -48,6 +48,17 @@ def test_cancelling_a_connect_job_interrupts_its_tasks_and_plans_answer_what_the
     assert report["task_reachable_host"] == "127.0.0.1"  # the server is on this machine
 
 
+def test_plan_sizes_are_read_from_explain_text() -> None:
+    from tidemark.engines.spark.connect import size_from_explain
+
+    plan = ("== Optimized Logical Plan ==\nProject [id#7L], Statistics(sizeInBytes={})\n"
+            "+- Range (0, 100, step=1, splits=Some(2)), Statistics(sizeInBytes=1.0 B)")
+    assert size_from_explain(plan.format("1800.0 B")) == 1800
+    assert size_from_explain(plan.format("1.5 MiB")) == 3 << 19
+    assert size_from_explain(plan.format("8.0 EiB")) is None  # Spark's "unknown"
+    assert size_from_explain("== Physical Plan ==\n*(1) Range") is None
+
+
 @pytest.fixture
 def table(tmp_path: Path) -> Any:
     t = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part", options=OCC)

@@ -76,16 +76,21 @@ def estimated_bytes(frame: Any) -> int | None:
     or an RDD, which Spark sizes at its huge default) or the estimate is not available."""
     if is_connect(frame.sparkSession):
         try:
-            text = frame._explain_string(mode="cost")
+            return size_from_explain(frame._explain_string(mode="cost"))
         except Exception:  # noqa: BLE001 - an estimate is optional
             return None
-        optimized = text.split("== Optimized Logical Plan ==", 1)[-1]
-        found = _STATS.search(optimized)  # the first one is the plan's root
-        if found is None:
-            return None
-        size = int(float(found.group(1)) * _UNITS.get(found.group(2), 1))
-    else:
-        size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    return size if size < (1 << 60) else None
+
+
+def size_from_explain(text: str) -> int | None:
+    """The root's ``sizeInBytes`` in the optimized plan of ``explain("cost")`` text (Spark prints
+    it rounded, as ``1800.0 B`` or ``1.2 MiB``), or None when absent or Spark's huge default."""
+    optimized = text.split("== Optimized Logical Plan ==", 1)[-1]
+    found = _STATS.search(optimized)  # the first one is the plan's root
+    if found is None:
+        return None
+    size = int(float(found.group(1)) * _UNITS.get(found.group(2), 1))
     return size if size < (1 << 60) else None
 
 
