@@ -159,7 +159,8 @@ def main() -> None:
                 Path(spec["report"]).write_text(json.dumps(report))
             table.close()
         if "remote" not in spec["session"]:  # the executors that ran the jobs (never the driver)
-            report["executors"] = sorted(str(e) for e in spark.sparkContext._jsc.sc().getExecutorIds())
+            ids = spark.sparkContext._jsc.sc().getExecutorIds()  # a Scala Seq
+            report["executors"] = sorted(str(ids.apply(i)) for i in range(ids.size()))
     except Exception as error:  # noqa: BLE001 - reported to the test, which fails with it
         report["error"] = f"{type(error).__name__}: {error}\n{traceback.format_exc()}"
     finally:
