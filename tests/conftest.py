@@ -37,6 +37,38 @@ def moto_server() -> Iterator[Any]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def spark_connect() -> Iterator[Any]:
+    """A real Spark Connect server (``local[2]``) on 127.0.0.1 for the whole run (see
+    tests/spark_connect_server.py); ``.url`` is its ``sc://`` address.
+
+    Its clients run in processes of their own (tests/spark_history.py, writer_process.py):
+    a process that creates a Connect session switches PySpark to Connect for good, which
+    would break the shared classic session of the other tests."""
+    from spark_connect_server import SparkConnectServer
+
+    server = SparkConnectServer(master="local[2]").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster_session() -> Iterator[Any]:
+    """A real Spark standalone cluster (a master and two workers of one core each, on
+    127.0.0.1) for the whole run (see tests/spark_cluster.py); ``.master_url`` and
+    ``.driver_conf()`` make a driver of it, which runs in a process of its own (one JVM holds
+    one SparkContext, and this run's is the shared local session)."""
+    from spark_cluster import SparkCluster
+
+    cluster = SparkCluster(workers=2, cores=1).start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
 @pytest.fixture
 def s3_bucket(moto_server: Any, request: pytest.FixtureRequest) -> str:
     """A fresh, empty bucket on the test S3 server; its name."""

@@ -11,6 +11,7 @@ options, which operation and rows, and optionally:
 * ``pause_after_early_check``: the same barrier after the driver's early conflict
   check passed, before the write job starts;
 * ``spark_master``: the Spark master of a Spark writer (default ``local[1]``);
+* ``spark_remote``: instead, the URL of a Spark Connect server the Spark writer is a client of;
 * ``crash_at``: a protocol step at which the process SIGKILLs itself:
   ``after_requested``, ``while_writing``, ``holding_lock``, ``after_publish``;
 * ``loop``: run many random upserts (the randomized history test);
@@ -169,7 +170,13 @@ def _spark_session(master: str, conf: dict[str, str]) -> Any:
 
 
 def run_once(spec: dict[str, Any]) -> dict[str, Any]:
-    if spec.get("engine") == "spark":  # a whole Spark application of its own
+    if spec.get("engine") == "spark" and spec.get("spark_remote"):  # a Spark Connect client
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(spec["spark_remote"]).create()
+        table = tidemark.Table.open(spec["table"], spark=spark, options=spec.get("options"))
+        rows: Any = spark.createDataFrame(spec["rows"], spec["schema"])
+    elif spec.get("engine") == "spark":  # a whole Spark application of its own
         spark = _spark_session(spec.get("spark_master", "local[1]"), spec.get("spark_conf", {}))
         table = tidemark.Table.open(spec["table"], spark=spark, options=spec.get("options"))
         rows: Any = spark.createDataFrame(spec["rows"], spec["schema"])

@@ -14,6 +14,7 @@ from dataclasses import replace
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from tidemark.engines.spark.connect import JobHandle, default_parallelism
 from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.merge import RecordMerger
@@ -35,9 +36,9 @@ def compact_slices(
                 yield from stats_table([stat]).to_batches()
 
     rows = [(i, json.dumps(op.to_avro())) for i, op in enumerate(operations)]
-    tasks = min(len(rows), spark.sparkContext.defaultParallelism * 4) or 1
+    tasks = min(len(rows), default_parallelism(spark) * 4) or 1
     ops = spark.createDataFrame(rows, "task int, op string").repartition(tasks)
     compacted = {op.file_id: len(op.log_files) for op in operations}
-    job_group = f"tidemark-write-{spec.instant_time}"
-    stats = run_stats_job(spark, ops.mapInArrow(run, STATS_DDL), job_group, f"tidemark write {spec.instant_time}")
+    job = JobHandle(spark, f"tidemark-write-{spec.instant_time}", f"tidemark write {spec.instant_time}")
+    stats = run_stats_job(ops.mapInArrow(run, STATS_DDL), job)
     return [replace(s, log_files_compacted=compacted.get(s.file_id, 0)) for s in stats]

@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.write.plan import InsertBucket
 
 HASH_COLUMN = "_tm_hash"
-
-
-def estimated_bytes(frame: DataFrame) -> int | None:
-    """Spark's estimate of ``frame``'s size (None where the plan cannot tell, as for a Python list
-    or an RDD, which Spark sizes at its huge default)."""
-    size = int(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
-    return size if size < (1 << 60) else None
 
 
 def key_hash() -> Column:

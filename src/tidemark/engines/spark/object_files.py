@@ -14,6 +14,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from tidemark.engines.spark.connect import default_parallelism
 from tidemark.format.parquet_file import read_data_file
 from tidemark.storage.location import StorageLocation, storage_of
 
@@ -32,5 +33,5 @@ def read_parquet_files(
                 yield from rows.select(columns).cast(schema).to_batches()
 
     names = spark.createDataFrame([(p,) for p in paths], "path string")
-    names = names.repartition(max(1, min(len(paths), spark.sparkContext.defaultParallelism * 4)))
+    names = names.repartition(max(1, min(len(paths), default_parallelism(spark) * 4)))
     return names.mapInArrow(read, from_arrow_schema(schema))

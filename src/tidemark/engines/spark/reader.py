@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from tidemark.engines.spark.connect import default_parallelism
 from tidemark.engines.spark.object_files import read_parquet_files
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
@@ -52,7 +53,7 @@ def _merged_slices(
                 yield from table.to_batches()
 
     descriptors = spark.createDataFrame(slices, "base string, logs string")
-    descriptors = descriptors.repartition(min(len(slices), spark.sparkContext.defaultParallelism * 4))
+    descriptors = descriptors.repartition(min(len(slices), default_parallelism(spark) * 4))
     return descriptors.mapInArrow(merge, from_arrow_schema(arrow_schema))
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
+from tidemark.engines.spark.connect import JobHandle
 from tidemark.errors import EarlyConflictError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import write_token
@@ -97,23 +98,17 @@ def task_token() -> tuple[str, int]:
 
 
 
-def run_stats_job(spark: SparkSession, frame: DataFrame, job_group: str, description: str) -> list[WriteStat]:
-    """Collect the stats of a write job, run in the job group ``job_group`` (cancellable with it).
+def run_stats_job(frame: DataFrame, job: JobHandle) -> list[WriteStat]:
+    """Collect the stats of a write job, run under ``job`` (cancellable with it).
 
     A task that stopped at an early conflict fails the job; its EarlyConflictError comes
     back to the driver as text inside Spark's error and is raised again here, typed.
     """
-    sc = spark.sparkContext
-    keys = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
-    saved = {key: sc.getLocalProperty(key) for key in keys}  # the caller's own job group, if any
-    sc.setJobGroup(job_group, description, interruptOnCancel=True)
     try:
-        return [stat_from_row(r) for r in frame.collect()]
+        with job.running(interrupt=True):
+            return [stat_from_row(r) for r in frame.collect()]
     except Exception as failure:
         early = EarlyConflictError.from_text(str(failure))
         if early is not None:
             raise early from None
         raise
-    finally:
-        for key, value in saved.items():
-            sc.setLocalProperty(key, value)  # type: ignore[arg-type]

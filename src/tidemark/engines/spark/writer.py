@@ -31,12 +31,18 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files
 from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.conform import conform
+from tidemark.engines.spark.connect import (
+    JobHandle,
+    default_parallelism,
+    estimated_bytes,
+    release_checkpoint,
+    task_reachable_host,
+)
 from tidemark.engines.spark.dedup import dedup_by_key
 from tidemark.engines.spark.expressions import (
     HASH_COLUMN,
     bucket_of,
     case_when,
-    estimated_bytes,
     key_hash,
     sql_text,
 )
@@ -106,32 +112,33 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self.parallelism = parallelism
-        self._job_group: str | None = None
+        self._job: JobHandle | None = None
 
     @functools.cached_property
     def marker_server_host(self) -> str:
-        """Where tasks reach a server in this process: the driver's address, in local mode
-        loopback. Looked up only when a write runs a marker server (copying the conf costs)."""
-        conf = self.spark.sparkContext.getConf()
-        local = (conf.get("spark.master") or "local").startswith("local")
-        return "127.0.0.1" if local else (conf.get("spark.driver.host") or "127.0.0.1")
+        """Where tasks reach a server in this process (see ``connect.task_reachable_host``).
+        Looked up only when a write runs a marker server."""
+        return task_reachable_host(self.spark)
 
     # -- running write jobs -----------------------------------------------------------------
     def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
-        """Collect the stats of a write job, in a job group of its own so that
-        :meth:`cancel_write` can cancel it (:func:`~tidemark.engines.spark.stats.run_stats_job`)."""
+        """Collect the stats of a write job, run under a name (job group, or operation tag on
+        Spark Connect) so that :meth:`cancel_write` can stop it
+        (:func:`~tidemark.engines.spark.stats.run_stats_job`)."""
         if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
             raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
-        self._job_group = f"tidemark-write-{self.spec.instant_time}"
+        instant = self.spec.instant_time
+        job = JobHandle(self.spark, f"tidemark-write-{instant}", f"tidemark write {instant}")
+        self._job = job
         try:
-            return run_stats_job(self.spark, frame, self._job_group, f"tidemark write {self.spec.instant_time}")
+            return run_stats_job(frame, job)
         finally:
-            self._job_group = None
+            self._job = None
 
     def cancel_write(self) -> None:
-        group = self._job_group
-        if group is not None:
-            self.spark.sparkContext.cancelJobGroup(group)
+        job = self._job
+        if job is not None:
+            job.cancel()
 
     def file_groups_of(self, rows: DataFrame) -> set[tuple[str, str]]:
         pairs = rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).select(PARTITION_PATH, FILE_ID_COLUMN).distinct()
@@ -362,7 +369,7 @@ class SparkWritePipeline:
         JVM's collector finds them."""
         kept, self._kept = self._kept, []
         for frame in kept:
-            frame._jdf.queryExecution().analyzed().rdd().unpersist(False)  # a LogicalRDD
+            release_checkpoint(frame)
 
     def only_new(self, tagged: DataFrame) -> DataFrame:
         return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
@@ -563,7 +570,7 @@ class SparkWritePipeline:
 
         # One task per file group up to a few per core: a task's cost is rewriting whole base files,
         # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
-        default = self.spark.sparkContext.defaultParallelism
+        default = default_parallelism(self.spark)
         if weights and len(weights) <= BALANCE_GROUPS:
             tasks = self.parallelism or min(len(weights), 4 * default)
             placed = balance(weights, tasks)

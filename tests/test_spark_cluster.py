@@ -1,0 +1,33 @@
+"""tidemark on a Spark standalone cluster: a master and two workers started by the tests
+(fixture ``spark_cluster_session``), executors in JVMs of their own, a driver in a process of
+its own (tests/spark_history.py). Nothing may live only on the driver: tasks write data files,
+log files and markers themselves, and reach the driver's marker server at its address."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from spark_histories import check_history, copy_on_write_ops, run_history
+
+MOR_OPS = [
+    {"op": "bulk_insert", "rows": [{"id": i, "part": f"p{i % 4}", "v": "a", "ts": 1} for i in range(12)]},
+    {"op": "upsert", "rows": [{"id": i, "part": f"p{i % 4}", "v": "b", "ts": 2} for i in (0, 1, 2, 30)],
+     "datasource": True},
+    {"op": "compact", "datasource": True},
+]
+
+
+def test_every_operation_on_a_standalone_cluster_agrees_with_the_model_and_hudi_rs(
+    spark_cluster_session: Any, tmp_path: Path
+) -> None:
+    cluster = spark_cluster_session
+    markers = {"hoodie.write.markers.type": "TIMELINE_SERVER_BASED"}  # a server in the driver process
+    specs = [
+        {"path": str(tmp_path / "cow"), "table_type": "COPY_ON_WRITE", "ops": copy_on_write_ops(),
+         "options": {"hoodie.clean.commits.retained": "1", **markers}},
+        {"path": str(tmp_path / "mor"), "table_type": "MERGE_ON_READ", "ops": MOR_OPS, "options": markers},
+    ]
+    report = run_history(tmp_path, {"master": cluster.master_url, "conf": cluster.driver_conf()}, specs)
+    assert len(report["executors"]) == 2  # one per worker, each a JVM of its own; the driver ran no task
+    check_history(specs, report)
