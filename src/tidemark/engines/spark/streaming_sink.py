@@ -87,7 +87,7 @@ def query_identity(datasource: Mapping[str, str], checkpoint_location: str | Non
 def plan_stream(table_class: Any, options: Mapping[str, str], spark_schema: Any, overwrite: bool) -> StreamRequest:
     """Resolve a streaming query's options; create the table if needed."""
     if overwrite:
-        raise ConfigError("the tidemark streaming sink supports outputMode('append') (and 'update') only")
+        raise ConfigError("the tidemark streaming sink supports outputMode('append') only")
     write = plan_write(table_class, options, spark_schema, overwrite=False)
     datasource = write.datasource_options
     checkpoint = next((v for k, v in options.items() if k.lower() == "checkpointlocation"), None)
