@@ -180,3 +180,23 @@ def test_sigkilled_streaming_process_restarts_exactly_once(tmp_path: Path) -> No
     batches = Counter(b for c in _checkpoints(path) for b in c.values())
     assert batches and max(batches.values()) == 1, batches  # no batch committed twice
     shutil.rmtree(checkpoint)
+
+
+def test_the_last_batch_is_found_in_the_archived_history(tmp_path: Path) -> None:
+    """A query whose last commit was archived (other writers committed since) still sees it."""
+    import pyarrow as pa
+
+    from tidemark.engines.spark.streaming_sink import last_committed_batch, record_batch_with_commits
+
+    options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.clean.commits.retained": "1"}
+    path = str(tmp_path / "t")
+    table = tidemark.Table.create(path, spark=None, record_key="id", options=options)
+    record_batch_with_commits(table, "ingest", 7)
+    table.upsert(pa.table({"id": [0]}))
+    other = tidemark.Table.open(path, spark=None, options=options)
+    for i in range(1, 8):
+        other.upsert(pa.table({"id": [i]}))
+    timeline = Timeline.load(LocalStorage(path))
+    assert timeline.archived_before is not None and _checkpoints(path) == [{}] * len(timeline.completed)
+    assert last_committed_batch(other, "ingest") == 7
+    assert last_committed_batch(other, "another query") is None

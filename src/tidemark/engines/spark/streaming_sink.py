@@ -110,9 +110,8 @@ def last_committed_batch(table: Any, identity: str) -> int | None:
     from tidemark.timeline import Timeline
 
     timeline = Timeline.load(table.storage)
-    for candidate in (timeline, timeline.with_history() if timeline.has_history else None):
-        if candidate is None:
-            continue
+    archived = timeline.archived_before is not None
+    for candidate in (timeline, timeline.with_history()) if archived else (timeline,):
         for instant in reversed(candidate.by_completion_time()):
             if not instant.action.writes_data:
                 continue
@@ -138,7 +137,8 @@ class _RecordingProtocol(CommitProtocol):
         return super().complete(pending, stats, **kwargs)
 
 
-def _recording(table: Any, identity: str, batch_id: int) -> None:
+def record_batch_with_commits(table: Any, identity: str, batch_id: int) -> None:
+    """Make every later commit of ``table`` (this Table object) record ``batch_id`` for ``identity``."""
     protocol = _RecordingProtocol(table.storage, table.write_config)
     protocol.guard = table._check_writer
     protocol.checkpoint = {SINK_CHECKPOINT_KEY: json.dumps({identity: str(batch_id)})}
@@ -163,7 +163,7 @@ def commit_batch(request: StreamRequest, messages: list[Any], batch_id: int) -> 
                     return None
                 if data.num_rows == 0 and write.partitions_to_delete is None:
                     return None  # nothing to write; a replay of it writes nothing either
-                _recording(table, request.identity, batch_id)
+                record_batch_with_commits(table, request.identity, batch_id)
                 return run_operation(table, write, data)
             except (WriteConflictError, HeartbeatExpiredError) as conflict:
                 if attempt > request.retries:
