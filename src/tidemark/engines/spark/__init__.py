@@ -23,7 +23,8 @@ def require_pyspark(purpose: str) -> None:
 
 
 def register(spark: Any) -> None:
-    """Make ``spark.read.format("tidemark")`` available in the session ``spark`` (idempotent).
+    """Make ``format("tidemark")`` available in the session ``spark`` (idempotent): reads,
+    ``df.write`` and ``df.writeStream``; ``format("hudi")`` too when no Hudi bundle is loaded.
 
     :class:`tidemark.Table` calls it when it is given a session; ``tidemark.register`` is the
     same call for a program that reads with the data source before touching any Table.

@@ -103,6 +103,20 @@ class TidemarkDataSource(DataSource):
         table, plan, arrow_schema = self._plan()
         return _Reader(table, plan, arrow_schema)
 
+    def writer(self, schema: Any, overwrite: bool) -> Any:
+        """``df.write.format("tidemark")``: see :mod:`tidemark.engines.spark.datasource_write`."""
+        from tidemark.engines.spark.datasource_write import TidemarkBatchWriter, plan_write
+        from tidemark.table import Table
+
+        return TidemarkBatchWriter(plan_write(Table, dict(self.options), schema, overwrite))
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
+        """``df.writeStream.format("tidemark")``: see :mod:`tidemark.engines.spark.streaming_sink`."""
+        from tidemark.engines.spark.streaming_sink import TidemarkStreamWriter, plan_stream
+        from tidemark.table import Table
+
+        return TidemarkStreamWriter(plan_stream(Table, dict(self.options), schema, overwrite))
+
 
 class TidemarkPushdownDataSource(TidemarkDataSource):
     """The same source, pruning partitions by pushed filters (needs filter push-down on)."""
@@ -195,7 +209,32 @@ class _PruningReader(_Reader):
             self.wanted[column] = allowed if current is None else current & allowed
 
 
+class HudiAliasDataSource(TidemarkDataSource):
+    """``format("hudi")`` when no Hudi bundle is on the classpath: the same source."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "hudi"
+
+
+class HudiAliasPushdownDataSource(TidemarkPushdownDataSource):
+    """``format("hudi")`` with partition pruning by pushed filters."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "hudi"
+
+
 def register(spark: Any) -> None:
-    """Make ``spark.read.format("tidemark")`` available in this session (idempotent)."""
+    """Make ``spark.read.format("tidemark")`` available in this session (idempotent).
+
+    ``format("hudi")`` is registered as an alias too, unless a real Hudi bundle is on the
+    classpath (then Spark's own ``hudi`` source stays in charge: see :func:`hudi_alias`).
+    """
     enabled = spark.conf.get("spark.sql.python.filterPushdown.enabled", "false") == "true"
-    spark.dataSource.register(TidemarkPushdownDataSource if enabled else TidemarkDataSource)
+    source = TidemarkPushdownDataSource if enabled else TidemarkDataSource
+    spark.dataSource.register(source)
+    from tidemark.engines.spark.datasource_write import hudi_bundle_present
+
+    if not hudi_bundle_present(spark):
+        spark.dataSource.register(HudiAliasPushdownDataSource if enabled else HudiAliasDataSource)
