@@ -346,6 +346,26 @@ class Table:
         if mine.provider == "in_process":
             self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
         writer_settings.check(self.storage, mine, record=record)
+        self._drop_unmaintained_metadata_table()
+
+    def _drop_unmaintained_metadata_table(self) -> None:
+        """Before any change: remove a metadata table tidemark would leave stale (Hudi's readers and
+        hudi-rs list files through it), under the table lock, as Hudi does with
+        hoodie.metadata.enable=false. Runs again at every guard, so one recreated meanwhile goes too."""
+        from tidemark import metadata
+
+        if not metadata.metadata_table_present(self.storage):
+            return
+        lock = self._protocol().lock
+        if lock.held:  # called by the commit protocol inside its critical section
+            metadata.drop_metadata_table(self.storage)
+            return
+        with lock.hold("remove the metadata table tidemark does not maintain"):
+            if metadata.drop_metadata_table(self.storage):
+                log.warning(
+                    "%s: removed the metadata table (.hoodie/metadata) before writing: tidemark does not "
+                    "maintain it, and a stale one would hide this write from Hudi readers", self.path,
+                )
 
     def set_concurrency(self, options: Mapping[str, Any] | None = None) -> WriterSettings:
         """Change the concurrency mode and lock that the table records for its writers.
