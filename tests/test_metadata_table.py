@@ -184,3 +184,37 @@ def test_hoodie_metadata_enable_is_hudis_key_and_validated(tmp_path: Path) -> No
     _assert_no_metadata_table(path)
     with pytest.raises(tidemark.TidemarkError):
         tidemark.Table.open(str(path), spark=None, options={"hoodie.metadata.enable": "maybe"})
+
+
+# -- reading the files partition --------------------------------------------------------------
+def _folder_listing(path: Path) -> dict[str, dict[str, int]]:
+    out = {}
+    for partition in sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        out[partition.name] = {f.name: f.stat().st_size for f in partition.iterdir()
+                               if f.name != ".hoodie_partition_metadata"}
+    return out
+
+
+def test_the_files_partition_of_the_real_table_lists_exactly_the_files_in_its_folders(tmp_path: Path) -> None:
+    """tidemark's reading of Hudi's files partition (HFile base file, HFile data blocks in logs,
+    Avro HoodieMetadataRecord values, folded as Hudi does) agrees with the folders, size for size."""
+    from tidemark.metadata.files import read_files_partition
+
+    path = _copy(tmp_path)
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None
+    folders = _folder_listing(path)
+    assert listing.partitions == set(folders)
+    assert {p: dict(f) for p, f in listing.files.items()} == folders
+
+
+def test_a_damaged_hfile_is_named(tmp_path: Path) -> None:
+    from tidemark.errors import CorruptDataFileError
+    from tidemark.format import hfile
+
+    path = _copy(tmp_path)
+    base = max((path / METADATA_DIR / "files").glob("*.hfile"))
+    data = base.read_bytes()
+    assert [r.key for r in hfile.read_records(data)][0] == "__all_partitions__"
+    with pytest.raises(CorruptDataFileError, match="HFile"):
+        hfile.read_records(data[:-1], str(base))
