@@ -1,8 +1,12 @@
-"""Reading HFiles (version 3), the base-file and log-block format of Hudi's metadata table.
+"""HFiles (version 3), the base-file and log-block format of Hudi's metadata table.
 
-Only what Hudi's metadata table uses: the data blocks, read one after the other from the
-start of the file (``DATABLK*``, each whole or gzip-compressed, followed by its checksums),
-and the file-info block (``FILEINF2``) that holds the Avro schema of the values. Each cell
+Only what Hudi's metadata table uses. Reading: the data blocks, one after the other from
+the start of the file (``DATABLK*``, each whole or gzip-compressed, followed by CRC32C
+checksums of every 16 KB of header and data), and the file-info block (``FILEINF2``) that
+holds the Avro schema of the values. Writing (:func:`write_hfile`): the layout Hudi's own
+HFile writer produces: gzip data blocks, a one-level root data index (``IDXROOT2``), an
+empty meta index, the file info (``PBUF`` + protobuf pairs) and the protobuf trailer
+(``TRABLK"$``) padded to 4096 bytes with the version last. Each cell
 is ``key length (int32) | value length (int32) | key | value | MVCC version (1 byte, 0)``;
 the key is ``row length (int16) | row | family length (0) | timestamp (8) | type (1)`` and
 the row is the record key. An empty value marks a deleted record. Hudi serializes a whole
@@ -13,7 +17,8 @@ from __future__ import annotations
 
 import gzip
 import struct
-from collections.abc import Iterator
+import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from tidemark.errors import CorruptDataFileError
@@ -120,3 +125,156 @@ def file_info(data: bytes, path: str = "<hfile>") -> dict[bytes, bytes]:
             fields = dict(_protobuf_fields(pair))
             out[fields.get(1, b"")] = fields.get(2, b"")
     return out
+
+
+# -- writing ------------------------------------------------------------------------------------
+_BYTES_PER_CHECKSUM = 16384
+_CRC32C_TYPE = 2  # HBase ChecksumType.CRC32C
+_GZ = 1  # HBase Compression.Algorithm.GZ
+_PUT = 4  # KeyValue.Type.Put
+_LATEST_TIMESTAMP = 0x7FFFFFFFFFFFFFFF
+_BLOCK_SIZE = 64 * 1024
+COMPARATOR = "org.apache.hudi.io.storage.HoodieHBaseKVComparator"
+
+
+def _crc32c_table() -> list[int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_CRC32C = _crc32c_table()
+
+
+def crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc = _CRC32C[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def _checksums(chunked: bytes) -> bytes:
+    return b"".join(
+        struct.pack(">I", crc32c(chunked[i : i + _BYTES_PER_CHECKSUM]))
+        for i in range(0, len(chunked), _BYTES_PER_CHECKSUM)
+    )
+
+
+def _encode_block(magic: bytes, payload: bytes, prev_offset: int) -> bytes:
+    compressed = gzip.compress(payload, mtime=0)
+    data_with_header = _HEADER_SIZE + len(compressed)
+    checksum_len = 4 * -(-data_with_header // _BYTES_PER_CHECKSUM)
+    header = _HEADER.pack(magic, len(compressed) + checksum_len, len(payload), prev_offset, _CRC32C_TYPE,
+                          _BYTES_PER_CHECKSUM, data_with_header)
+    return header + compressed + _checksums(header + compressed)
+
+
+def _key(row: bytes) -> bytes:
+    return struct.pack(">H", len(row)) + row + b"\x00" + struct.pack(">qB", _LATEST_TIMESTAMP, _PUT)
+
+
+def _write_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _proto_bytes(number: int, value: bytes) -> bytes:
+    return _write_varint(number << 3 | 2) + _write_varint(len(value)) + value
+
+
+def _proto_int(number: int, value: int) -> bytes:
+    return _write_varint(number << 3) + _write_varint(value)
+
+
+def _hadoop_vint(value: int) -> bytes:
+    """Hadoop's WritableUtils.writeVInt (lengths in index entries)."""
+    if -112 <= value <= 127:
+        return struct.pack(">b", value)
+    raw = value.to_bytes((value.bit_length() + 7) // 8, "big")
+    return struct.pack(">b", -112 - len(raw)) + raw
+
+
+def write_hfile(records: Iterable[tuple[str, bytes]], file_info: dict[bytes, bytes]) -> bytes:
+    """An HFile of ``(key, value)`` records (sorted here by key; keys must be unique) and the
+    given file-info entries (Hudi's: ``schema``, ``minRecordKey``, ``maxRecordKey``, ...);
+    the bookkeeping entries HBase readers expect are added."""
+    rows = sorted((k.encode("utf-8"), v) for k, v in records)
+    if len({k for k, _ in rows}) != len(rows):
+        raise ValueError("HFile keys must be unique")
+    out = bytearray()
+    index: list[tuple[int, int, bytes]] = []
+    cells = bytearray()
+    first_key = b""
+    total_uncompressed = 0
+    prev_data = -1
+
+    def flush() -> None:
+        nonlocal cells, prev_data, total_uncompressed
+        block = _encode_block(DATA_MAGIC, bytes(cells), prev_data)
+        index.append((len(out), len(block), first_key))
+        prev_data = len(out)
+        total_uncompressed += _HEADER_SIZE + len(cells)
+        out.extend(block)
+        cells = bytearray()
+
+    key_total = value_total = 0
+    last_key = b""
+    for row, value in rows:
+        key = _key(row)
+        if not cells:
+            first_key = key
+        cells += struct.pack(">II", len(key), len(value)) + key + value + b"\x00"
+        key_total, value_total, last_key = key_total + len(key), value_total + len(value), key
+        if len(cells) >= _BLOCK_SIZE:
+            flush()
+    if cells or not index:
+        flush()
+    last_data = index[-1][0]
+
+    root = b"".join(struct.pack(">qi", off, size) + _hadoop_vint(len(k)) + k for off, size, k in index)
+    load_on_open = len(out)
+    out += _encode_block(b"IDXROOT2", root, -1)
+    out += _encode_block(b"IDXROOT2", b"", load_on_open)  # the meta index: no meta blocks
+    n = max(len(rows), 1)
+    info = {
+        b"KEY_VALUE_VERSION": struct.pack(">i", 1),
+        b"MAX_MEMSTORE_TS_KEY": struct.pack(">q", 0),
+        b"hfile.AVG_KEY_LEN": struct.pack(">i", key_total // n),
+        b"hfile.AVG_VALUE_LEN": struct.pack(">i", value_total // n),
+        b"hfile.CREATE_TIME_TS": struct.pack(">q", int(time.time() * 1000)),
+        b"hfile.LASTKEY": last_key,
+        **file_info,
+    }
+    pairs = b"".join(_proto_bytes(1, _proto_bytes(1, k) + _proto_bytes(2, v)) for k, v in sorted(info.items()))
+    file_info_offset = len(out)
+    out += _encode_block(FILE_INFO_MAGIC, b"PBUF" + _write_varint(len(pairs)) + pairs, -1)
+    total_uncompressed += 3 * _HEADER_SIZE + len(root) + len(pairs) + 4
+
+    trailer = b"".join([
+        _proto_int(1, file_info_offset),
+        _proto_int(2, load_on_open),
+        _proto_int(3, len(root)),
+        _proto_int(4, total_uncompressed),
+        _proto_int(5, len(index)),
+        _proto_int(6, 0),
+        _proto_int(7, len(rows)),
+        _proto_int(8, 1),
+        _proto_int(9, 0),
+        _proto_int(10, last_data),
+        _proto_bytes(11, COMPARATOR.encode()),
+        _proto_int(12, _GZ),
+    ])
+    body = b'TRABLK"$' + _write_varint(len(trailer)) + trailer
+    out += body + bytes(_TRAILER_SIZE - 4 - len(body)) + struct.pack(">i", 3 << 24 | 3)
+    return bytes(out)
