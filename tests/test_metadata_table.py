@@ -267,3 +267,33 @@ def test_hudi_rs_reads_the_files_partition_from_an_hfile_tidemark_wrote(tmp_path
         without.append((record.key, buf.getvalue()))
     base.write_bytes(hfile.write_hfile(without, keep))
     assert _rows(hudi_rs_read(str(path))) == {k: v for k, v in expected.items() if v[2] != "chennai"}
+
+
+def test_concurrent_writers_in_real_processes_remove_it_once_and_both_commit(tmp_path: Path) -> None:
+    """Two optimistic writers (filesystem lock) start on the table at the same moment: the removal
+    runs under the table lock, the second finds nothing left to do, and hudi-rs sees both writes."""
+    path = _copy(tmp_path)
+    expected = _rows(hudi_rs_read(str(path)))
+    start = tmp_path / "go"
+    code = textwrap.dedent("""
+        import os, sys, time
+        import pyarrow as pa
+        import tidemark
+        path, key, start = sys.argv[1], sys.argv[2], sys.argv[3]
+        opts = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
+                "hoodie.write.lock.provider": "filesystem", "hoodie.write.num.retries.on.conflict.failures": "3"}
+        table = tidemark.Table.open(path, spark=None, options=opts)
+        rows = pa.table({"ts": pa.array([1], pa.int64()), "uuid": [key], "rider": ["r-" + key],
+                         "driver": ["d"], "fare": [1.5], "city": ["chennai"]})
+        while not os.path.exists(start):  # both processes begin together
+            time.sleep(0.005)
+        table.upsert(rows)
+    """)
+    env = {**os.environ, "PYTHONPATH": SRC}
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(path), key, str(start)], env=env)
+             for key in ("writer-a", "writer-b")]
+    start.write_text("")
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    _assert_no_metadata_table(path)
+    expected.update({key: ("r-" + key, 1.5, "chennai") for key in ("writer-a", "writer-b")})
+    assert _rows(hudi_rs_read(str(path))) == expected
