@@ -297,3 +297,33 @@ def test_concurrent_writers_in_real_processes_remove_it_once_and_both_commit(tmp
     _assert_no_metadata_table(path)
     expected.update({key: ("r-" + key, 1.5, "chennai") for key in ("writer-a", "writer-b")})
     assert _rows(hudi_rs_read(str(path))) == expected
+
+
+def test_an_instant_recorded_by_tidemark_in_the_files_partition_is_what_hudi_recorded(tmp_path: Path) -> None:
+    """Hudi's last metadata deltacommit (the log file its upsert appended in city=sao_paulo) is
+    removed, and tidemark records the same data-table instant from its commit metadata: the
+    listing equals the folders again and hudi-rs reads the same rows as from Hudi's own."""
+    from tidemark.format.commit_metadata import CommitMetadata
+    from tidemark.metadata.files import read_files_partition
+    from tidemark.metadata.files_writer import TIMELINE, PartitionChange, record_instant
+
+    path = _copy(tmp_path)
+    storage = LocalStorage(str(path))
+    expected = _rows(hudi_rs_read(str(path)))
+    instant = "20251220210130911"
+    for stale in [*(path / TIMELINE).glob(f"{instant}*"), *(path / METADATA_DIR).glob(f"*/.*_{instant}.log.*")]:
+        stale.unlink()
+    listing = read_files_partition(storage)
+    assert listing is not None and listing.files != _folder_listing(path)  # the log file is missing
+    assert _rows(hudi_rs_read(str(path))) != expected  # and hudi-rs misses its update
+
+    commit = CommitMetadata.from_bytes(next((path / ".hoodie/timeline").glob(f"{instant}_*.deltacommit")).read_bytes())
+    changes: dict[str, PartitionChange] = {}
+    for stat in commit.write_stats:
+        name = stat.path.rsplit("/", 1)[-1]
+        changes[stat.partition_path] = PartitionChange(added={name: (path / stat.path).stat().st_size})
+    record_instant(storage, instant, changes)
+
+    listing = read_files_partition(storage)
+    assert listing is not None and {p: dict(f) for p, f in listing.files.items()} == _folder_listing(path)
+    assert _rows(hudi_rs_read(str(path))) == expected

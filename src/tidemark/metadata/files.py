@@ -39,7 +39,7 @@ from tidemark.timeline.instant import parse_instant_file_name
 FILES_DIR = f"{METADATA_DIR}/files"
 ALL_PARTITIONS_KEY = "__all_partitions__"
 NON_PARTITIONED_KEY = "."
-_HFILE_RE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{17})\.hfile$")
+HFILE_NAME_RE = re.compile(r"^(?P<file_id>[^_]+)_(?P<token>\d+-\d+-\d+)_(?P<instant>\d{17})\.hfile$")
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def read_files_partition(storage: Storage) -> FilesListing | None:
     completed = _completed(storage)
     names = storage.list_names(FILES_DIR)
     bases = sorted(
-        (m.group("instant"), n) for n in names if (m := _HFILE_RE.match(n)) and m.group("instant") in completed
+        (m.group("instant"), n) for n in names if (m := HFILE_NAME_RE.match(n)) and m.group("instant") in completed
     )
     if not bases:
         return None
