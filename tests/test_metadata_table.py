@@ -327,3 +327,16 @@ def test_an_instant_recorded_by_tidemark_in_the_files_partition_is_what_hudi_rec
     listing = read_files_partition(storage)
     assert listing is not None and {p: dict(f) for p, f in listing.files.items()} == _folder_listing(path)
     assert _rows(hudi_rs_read(str(path))) == expected
+
+
+def test_an_hfile_of_many_blocks_reads_back_in_key_order() -> None:
+    from tidemark.format import hfile
+
+    records = [(f"key-{i:06d}", bytes([i % 251]) * 97) for i in range(3000, 0, -1)]
+    data = hfile.write_hfile(records, {hfile.SCHEMA_KEY: b"{}"})
+    assert data.count(hfile.DATA_MAGIC) > 3  # 64 KB blocks
+    back = hfile.read_records(data)
+    assert [(r.key, r.value) for r in back] == sorted(records)
+    assert hfile.file_info(data)[hfile.SCHEMA_KEY] == b"{}"
+    with pytest.raises(ValueError):
+        hfile.write_hfile([("a", b"1"), ("a", b"2")], {})
