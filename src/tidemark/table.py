@@ -357,10 +357,8 @@ class Table:
         if not metadata.metadata_table_present(self.storage):
             return
         lock = self._protocol().lock
-        if lock.held:  # called by the commit protocol inside its critical section
-            metadata.drop_metadata_table(self.storage)
-            return
-        with lock.hold("remove the metadata table tidemark does not maintain"):
+        # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
+        with contextlib.nullcontext() if lock.held else lock.hold("remove the metadata table"):
             if metadata.drop_metadata_table(self.storage):
                 log.warning(
                     "%s: removed the metadata table (.hoodie/metadata) before writing: tidemark does not "
