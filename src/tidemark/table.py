@@ -348,22 +348,28 @@ class Table:
         writer_settings.check(self.storage, mine, record=record)
         self._drop_unmaintained_metadata_table()
 
-    def _drop_unmaintained_metadata_table(self) -> None:
-        """Before any change: remove a metadata table tidemark would leave stale (Hudi's readers and
-        hudi-rs list files through it), under the table lock, as Hudi does with
-        hoodie.metadata.enable=false. Runs again at every guard, so one recreated meanwhile goes too."""
+    def _drop_unmaintained_metadata_table(self, *, remove: bool = False) -> None:
+        """Before any change, under the table lock: keep a metadata table's ``files`` partition if
+        tidemark can maintain it (the others dropped), else remove the table as Hudi does with
+        hoodie.metadata.enable=false (docs/metadata-table.md). ``remove``: the action about to run
+        is one tidemark does not record in it (clean, rollback, restore), so it goes. Runs again
+        at every guard, so one a Hudi writer recreated or left out of sync meanwhile is caught."""
         from tidemark import metadata
+        from tidemark.metadata import maintain
 
         if not metadata.metadata_table_present(self.storage):
             return
         lock = self._protocol().lock
         # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
-        with contextlib.nullcontext() if lock.held else lock.hold("remove the metadata table"):
-            if metadata.drop_metadata_table(self.storage):
-                log.warning(
-                    "%s: removed the metadata table (.hoodie/metadata) before writing: tidemark does not "
-                    "maintain it, and a stale one would hide this write from Hudi readers", self.path,
-                )
+        with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
+            why = ""
+            if remove:
+                if metadata.drop_metadata_table(self.storage):
+                    why = "removed before an action tidemark does not record in it"
+            else:
+                _kept, why = maintain.keep_or_drop(self.storage, enabled=self.write_config.metadata_enable)
+            if why:
+                log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
     def set_concurrency(self, options: Mapping[str, Any] | None = None) -> WriterSettings:
         """Change the concurrency mode and lock that the table records for its writers.
@@ -748,6 +754,7 @@ class Table:
         RolledBackConflictError), so the rollback is never undone by a concurrent writer.
         """
         self._check_writer()
+        self._drop_unmaintained_metadata_table(remove=True)
         protocol = self._protocol()
         with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
             protocol.finish_interrupted(Timeline.load(self.storage))
@@ -849,6 +856,7 @@ class Table:
         Rollbacks, restores and cleans that a crash interrupted are finished first."""
         protocol = self._protocol()
         self._check_writer()
+        self._drop_unmaintained_metadata_table(remove=True)
         if self.write_config.multi_writer:
             return list(protocol.rollback_expired_writes())
         return list(protocol.rollback_failed_writes(force=force))
@@ -873,6 +881,7 @@ class Table:
             # Checked without the lock first, so writers that clean inline after every commit
             # take the lock only when there is something to do.
             return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")
+        self._drop_unmaintained_metadata_table(remove=True)
         with protocol.lock.hold("schedule a clean"):
             scheduled, why = schedule_clean(
                 self.storage,
@@ -946,6 +955,7 @@ class Table:
         a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
         finished by the next write or clean; until then every commit fails."""
         self._check_writer()
+        self._drop_unmaintained_metadata_table(remove=True)
         protocol = self._protocol()
         with protocol.lock.hold("restore to a savepoint"):
             protocol.finish_interrupted(Timeline.load(self.storage))

@@ -48,7 +48,7 @@ class PartitionChange:
     deleted: Iterable[str] = ()
 
 
-def _files_group(storage: Storage) -> tuple[str, str]:
+def files_group(storage: Storage) -> tuple[str, str]:
     """(file id of the files partition's file group, the HoodieMetadataRecord schema)."""
     bases = sorted(n for n in storage.list_names(FILES_DIR) if HFILE_NAME_RE.match(n))
     groups = {n.split("_", 1)[0] for n in bases}
@@ -88,7 +88,7 @@ def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, Pa
     """Publish the deltacommit ``instant_time`` on the metadata timeline recording ``changes``
     (data-table partition -> its change). Returns the completion time. Idempotent for a
     pending instant (a crash in the middle: run it again); refuses one already completed."""
-    file_id, schema_json = _files_group(storage)
+    file_id, schema_json = files_group(storage)
     parsed = fastavro.parse_schema(json.loads(schema_json))
     for name in storage.list_names(TIMELINE):
         if name.startswith(f"{instant_time}_") and name.endswith(f".{Action.DELTA_COMMIT.value}"):

@@ -45,6 +45,7 @@ from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.services.clean import finish_pending_clean
 from tidemark.services.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.services.savepoint import finish_pending_restores
@@ -304,6 +305,7 @@ class CommitProtocol:
                 write_stats=tuple(stats),
                 extra={"schema": schema_json} if schema_json else {},
             )
+            record_if_maintained(self.storage, instant_time, stats)  # the metadata table first, as Hudi
             completion_time = self._new_time(timeline, at_least=instant_time)
             name = instant_file_name(instant_time, action, State.COMPLETED, completion_time)
             if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is not CreateOutcome.CREATED:
@@ -389,6 +391,8 @@ class CommitProtocol:
                     self.strategy.check(self.storage, checked, mine)
                     not_built_on_rolled_back(self.storage, checked, mine)
                     self._still_mine(pending, timeline)
+                # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
+                record_if_maintained(self.storage, pending.instant_time, stats)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
