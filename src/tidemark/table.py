@@ -754,7 +754,6 @@ class Table:
         RolledBackConflictError), so the rollback is never undone by a concurrent writer.
         """
         self._check_writer()
-        self._drop_unmaintained_metadata_table(remove=True)
         protocol = self._protocol()
         with protocol.lock.hold("roll back an instant"):  # no lock in single-writer mode
             protocol.finish_interrupted(Timeline.load(self.storage))
@@ -856,7 +855,6 @@ class Table:
         Rollbacks, restores and cleans that a crash interrupted are finished first."""
         protocol = self._protocol()
         self._check_writer()
-        self._drop_unmaintained_metadata_table(remove=True)
         if self.write_config.multi_writer:
             return list(protocol.rollback_expired_writes())
         return list(protocol.rollback_failed_writes(force=force))
@@ -881,7 +879,6 @@ class Table:
             # Checked without the lock first, so writers that clean inline after every commit
             # take the lock only when there is something to do.
             return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")
-        self._drop_unmaintained_metadata_table(remove=True)
         with protocol.lock.hold("schedule a clean"):
             scheduled, why = schedule_clean(
                 self.storage,

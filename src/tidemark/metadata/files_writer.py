@@ -86,13 +86,16 @@ def _record(schema: Any, key_type: int, entries: Mapping[str, tuple[int, bool]])
 
 def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, PartitionChange]) -> str:
     """Publish the deltacommit ``instant_time`` on the metadata timeline recording ``changes``
-    (data-table partition -> its change). Returns the completion time. Idempotent for a
-    pending instant (a crash in the middle: run it again); refuses one already completed."""
+    (data-table partition -> its change). Returns the completion time. Idempotent: a pending
+    instant (a crash in the middle) is written again; one already completed (an interrupted
+    clean executed again) is left as it is and its completion time returned."""
     file_id, schema_json = files_group(storage)
     parsed = fastavro.parse_schema(json.loads(schema_json))
     for name in storage.list_names(TIMELINE):
-        if name.startswith(f"{instant_time}_") and name.endswith(f".{Action.DELTA_COMMIT.value}"):
-            raise UnsupportedTableError(f"the metadata table already recorded instant {instant_time}")
+        instant = parse_instant_file_name(name)
+        if (instant is not None and instant.requested_time == instant_time and instant.state is State.COMPLETED
+                and instant.action is Action.DELTA_COMMIT and instant.completion_time):
+            return instant.completion_time
     storage.create_if_absent(f"{TIMELINE}/{instant_file_name(instant_time, Action.DELTA_COMMIT, State.REQUESTED)}")
     inflight = inflight_metadata_bytes("UPSERT_PREPPED", [("files", file_id)])
     storage.write_atomic(f"{TIMELINE}/{instant_file_name(instant_time, Action.DELTA_COMMIT, State.INFLIGHT)}", inflight)

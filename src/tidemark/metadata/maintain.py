@@ -41,9 +41,9 @@ FILES_PARTITION = "files"
 # Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
 _MIRRORED = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK,
              Action.RESTORE)
-# Pending data-table actions that tidemark finishes without recording them (an interrupted
-# clean, rollback or restore): while one is pending the metadata table is not kept.
-_UNCOVERED_PENDING = (Action.CLEAN, Action.ROLLBACK, Action.RESTORE)
+# Pending data-table actions that may undo completed instants when tidemark finishes them (an
+# interrupted rollback or restore): while one is pending the metadata table is not kept.
+_UNCOVERED_PENDING = (Action.ROLLBACK, Action.RESTORE)
 _BOOTSTRAP_PREFIX = "0000000000"  # Hudi initialises each partition with deltacommits 00000000000000000, ...1, ...
 
 
@@ -96,7 +96,7 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     if earliest is None:
         return "its timeline has no completed instant"
     if timeline.filter(actions=list(_UNCOVERED_PENDING), states=[State.REQUESTED, State.INFLIGHT]):
-        return "a clean, rollback or restore is pending on the data timeline"
+        return "a rollback or restore is pending on the data timeline"
     for inst in timeline.completed:
         after = (inst.completion_time or "") > earliest
         if inst.action in _MIRRORED and after and inst.requested_time not in completed:

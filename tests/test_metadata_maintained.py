@@ -1,0 +1,226 @@
+"""tidemark keeps a metadata table's ``files`` partition true (docs/metadata-table.md).
+
+On a copy of the real table ``v8_trips_8i3u1d`` (merge-on-read; its metadata table has the
+files, column_stats, partition_stats, record_index and a secondary index partition): the
+first change drops the partitions tidemark does not maintain, as Hudi does when one is
+disabled, and keeps ``files``; every action after it records its files there before its
+data instant completes. After each action hudi-rs (which lists files through the metadata
+table) reads exactly what tidemark reads, and the files partition lists exactly the files in
+the partition folders, size for size. Crashes between the metadata deltacommit and the data
+instant, in real processes, leave nothing a reader trusts and the next writer removes the
+metadata table. Actions tidemark does not record (restore, rollback of a completed instant)
+remove it first, as before.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tidemark
+from conftest import hudi_rs_read
+from test_metadata_table import _assert_no_metadata_table, _copy, _folder_listing, _props
+from tidemark.format.properties import properties_problem
+from tidemark.metadata import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY
+from tidemark.metadata.files import read_files_partition
+from tidemark.storage import LocalStorage
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _rows(table: Any) -> list[tuple[Any, ...]]:
+    table = table if isinstance(table, pa.Table) else table.toArrow()
+    return sorted((r["uuid"], r["rider"], r["fare"], r["city"])
+                  for r in table.select(["uuid", "rider", "fare", "city"]).to_pylist())
+
+
+def _assert_true(path: Path, table: tidemark.Table) -> None:
+    """The metadata table is kept (files only), lists the folders, and hudi-rs agrees with tidemark."""
+    props = _props(path)
+    assert props[PARTITIONS_KEY] == "files" and props.get(INFLIGHT_PARTITIONS_KEY, "") == ""
+    assert properties_problem((path / ".hoodie/hoodie.properties").read_bytes()) is None
+    assert sorted(p.name for p in (path / METADATA_DIR).iterdir()) == [".hoodie", "files"]
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None
+    assert {p: dict(f) for p, f in listing.files.items()} == _folder_listing(path)
+    assert listing.partitions >= set(_folder_listing(path))
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+
+
+def _user(path: Path) -> pa.Table:
+    rows = hudi_rs_read(str(path))
+    return rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
+
+
+def _fresh(user: pa.Table, key: str, rider: str) -> pa.Table:
+    one = user.slice(0, 1)
+    one = one.set_column(one.schema.get_field_index("uuid"), "uuid", pa.array([key]))
+    return one.set_column(one.schema.get_field_index("rider"), "rider", pa.array([rider]))
+
+
+def test_every_action_keeps_the_files_partition_true(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=None, options={"hoodie.clean.commits.retained": "1",
+                                                                "hoodie.clean.automatic": "false"})
+    user = _user(path)
+    expected = _rows(hudi_rs_read(str(path)))
+
+    table.upsert(_fresh(user, "new-key", "rider-new"))  # drops the other partitions, records the deltacommit
+    _assert_true(path, table)
+    assert len(_rows(table.read())) == len(expected) + 1
+
+    table.delete(user.slice(1, 1).select(["uuid", "city"]))
+    _assert_true(path, table)
+    assert len(_rows(table.read())) == len(expected)
+
+    assert table.compact() is not None
+    _assert_true(path, table)
+
+    table.upsert(_fresh(user, "new-key-2", "rider-2"))
+    assert table.cluster() is not None
+    _assert_true(path, table)
+
+    cleaned = table.clean()
+    assert cleaned.deleted_files  # the replaced and compacted file versions go
+    _assert_true(path, table)
+    assert len(_rows(table.read())) == len(expected) + 1
+
+
+def _die_in_a_process(path: Path, at: str) -> None:
+    """A real process upserts key ``dead-key`` and is killed (SIGKILL) at ``at``: "before" the
+    metadata deltacommit (a failed write: nothing recorded), or "between" it and the data instant."""
+    row = path.parent / f"dead-{at}.parquet"
+    pq.write_table(_fresh(_user(path), "dead-key", "rider-dead"), row)
+    code = textwrap.dedent(f"""
+        import os, signal
+        import pyarrow as pa
+        import tidemark
+        from tidemark.metadata import maintain
+        import tidemark.write.commit as commit
+        real = maintain.record_if_maintained
+        def record(*args, **kwargs):
+            if {at!r} == "between":
+                real(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+        commit.record_if_maintained = record
+        import pyarrow.parquet as pq
+        table = tidemark.Table.open({str(path)!r}, spark=None)
+        one = pq.read_table({str(row)!r})
+        table.upsert(one)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SRC}, check=False,
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+
+
+def test_a_failed_write_rolled_back_keeps_it_true(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=None)
+    user = _user(path)
+    table.upsert(_fresh(user, "new-key", "rider-new"))
+    _die_in_a_process(path, "before")
+    assert any(i.requested_time > "2026" and not i.is_completed for i in table.timeline())
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None
+    listed = {(p, n) for p, f in listing.files.items() for n in f}
+    on_disk = {(p, n) for p, f in _folder_listing(path).items() for n in f}
+    assert len(on_disk - listed) == 1 and listed <= on_disk  # the failed write's file only, never listed
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    rolled = table.rollback_failed_writes(force=True)
+    assert rolled and rolled[0].deleted_files
+    _assert_true(path, table)
+    assert "dead-key" not in {r[0] for r in _rows(table.read())}
+    mdt_timeline = {n.split(".")[0].split("_")[0] for n in os.listdir(path / METADATA_DIR / ".hoodie/timeline")}
+    assert rolled[0].rollback_instant.requested_time in mdt_timeline  # mirrored, as Hudi does
+
+
+def test_a_crash_between_the_metadata_deltacommit_and_the_data_instant(tmp_path: Path) -> None:
+    """The metadata deltacommit completed, the data instant did not: hudi-rs does not read its
+    files (it takes slices of completed data instants only), and the next writer finds the
+    tables out of sync and removes the metadata table (never stale)."""
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=None)
+    expected = _rows(hudi_rs_read(str(path)))
+    _die_in_a_process(path, "between")
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None and listing.files == _folder_listing(path)  # it lists the uncommitted file
+    assert _rows(hudi_rs_read(str(path))) == expected  # the uncommitted file is ignored
+    assert "dead-key" not in {r[0] for r in _rows(hudi_rs_read(str(path)))}
+    user = _user(path)
+    table.upsert(_fresh(user, "next-key", "rider-next"))
+    _assert_no_metadata_table(path)
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    assert "next-key" in {r[0] for r in _rows(table.read())} and "dead-key" not in {r[0] for r in _rows(table.read())}
+
+
+def test_restore_and_rollback_of_a_completed_instant_remove_it(tmp_path: Path) -> None:
+    """tidemark does not record undoing completed instants in the metadata table: it goes first."""
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=None)
+    user = _user(path)
+    first = table.upsert(_fresh(user, "k1", "r1"))
+    table.savepoint(first.instant_time)
+    _assert_true(path, table)  # a savepoint changes no listing: kept
+    table.upsert(_fresh(user, "k2", "r2"))
+    table.restore(first.instant_time)
+    _assert_no_metadata_table(path)
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    assert "k2" not in {r[0] for r in _rows(table.read())}
+
+    path = _copy(tmp_path / "again")
+    table = tidemark.Table.open(str(path), spark=None)
+    done = table.upsert(_fresh(_user(path), "k3", "r3"))
+    _assert_true(path, table)
+    table.rollback(done.instant_time)
+    _assert_no_metadata_table(path)
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    assert "k3" not in {r[0] for r in _rows(table.read())}
+
+
+def test_unmaintained_partitions_are_dropped_properties_first(tmp_path: Path) -> None:
+    """The property names only files before any other folder is deleted; a crash in between
+    leaves folders nobody trusts, which the next writer deletes."""
+    from tidemark.concurrency.writer_settings import properties_mutex, read_properties
+    from tidemark.format.properties import PROPERTIES_PATH, format_properties
+
+    path = _copy(tmp_path)
+    storage = LocalStorage(str(path))
+    with properties_mutex(storage):  # what the first step leaves
+        props = read_properties(storage)
+        props[PARTITIONS_KEY] = "files"
+        storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
+    assert (path / METADATA_DIR / "record_index").exists()
+    expected = _rows(hudi_rs_read(str(path)))
+    table = tidemark.Table.open(str(path), spark=None)
+    assert _rows(table.read()) == expected
+    table.upsert(_fresh(_user(path), "k1", "r1"))
+    _assert_true(path, table)
+
+
+def test_hoodie_metadata_enable_false_removes_it(tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=None, options={"hoodie.metadata.enable": "false"})
+    table.upsert(_fresh(_user(path), "k1", "r1"))
+    _assert_no_metadata_table(path)
+    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+
+
+@pytest.mark.spark
+def test_spark_writes_keep_it_true(spark: Any, tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    table = tidemark.Table.open(str(path), spark=spark)
+    user = _user(path)
+    table.upsert(spark.createDataFrame(_fresh(user, "new-key", "rider-new")))
+    _assert_true(path, table)
+    table.delete(spark.createDataFrame(user.slice(1, 1).select(["uuid", "city"])))
+    _assert_true(path, table)
+    assert table.compact() is not None
+    _assert_true(path, table)
