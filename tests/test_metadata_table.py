@@ -1,13 +1,14 @@
-"""The metadata table (``.hoodie/metadata``) of a table Apache Hudi wrote.
+"""The metadata table (``.hoodie/metadata``) of a table Apache Hudi wrote: reading and writing
+its files partition, and removing it.
 
-tidemark does not maintain a metadata table yet. Hudi's readers and hudi-rs list files through
-it, so a write that left it in place would be invisible to them (and a deleted row would stay).
-Before its first change tidemark removes it as Hudi does with ``hoodie.metadata.enable=false``:
-``hoodie.table.metadata.partitions`` emptied first, then the folder deleted. These tests copy
-the real table ``v8_trips_8i3u1d`` (its metadata table has the files, column_stats,
-partition_stats, record_index and a secondary index partition), write to it with both
-engines, and check hudi-rs sees exactly the right rows; and that a crash between the two steps
-leaves a readable table whose next write finishes the removal.
+Hudi's readers and hudi-rs list files through it, so a write that left it stale would be
+invisible to them (and a deleted row would stay). tidemark keeps its ``files`` partition true
+(tests/test_metadata_maintained.py); with ``hoodie.metadata.enable=false``, or when it cannot
+keep it, it removes it as Hudi does: ``hoodie.table.metadata.partitions`` emptied first, then
+the folder deleted. These tests copy the real table ``v8_trips_8i3u1d`` (its metadata table has
+the files, column_stats, partition_stats, record_index and a secondary index partition), write
+to it with both engines, and check hudi-rs sees exactly the right rows; and that a crash
+between the two steps leaves a readable table whose next write finishes the removal.
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def _upsert_and_delete(path: Path, spark: Any) -> None:
     gone = user.slice(1, 1).select(["uuid", "city"])
     frame = (lambda t: t) if spark is None else spark.createDataFrame
 
-    table = tidemark.Table.open(str(path), spark=spark)
+    table = tidemark.Table.open(str(path), spark=spark, options={"hoodie.metadata.enable": "false"})
     table.upsert(frame(fresh))
     _assert_no_metadata_table(path)
     expected.update(_rows(fresh))
@@ -108,12 +109,12 @@ def test_the_real_table_lists_its_files_through_the_metadata_table(tmp_path: Pat
     assert _rows(hudi_rs_read(str(path))) == rows
 
 
-def test_an_arrow_write_removes_the_metadata_table_so_hudi_rs_sees_it(tmp_path: Path) -> None:
+def test_an_arrow_write_with_it_disabled_removes_it_so_hudi_rs_sees_it(tmp_path: Path) -> None:
     _upsert_and_delete(_copy(tmp_path), None)
 
 
 @pytest.mark.spark
-def test_a_spark_write_removes_the_metadata_table_so_hudi_rs_sees_it(spark: Any, tmp_path: Path) -> None:
+def test_a_spark_write_with_it_disabled_removes_it_so_hudi_rs_sees_it(spark: Any, tmp_path: Path) -> None:
     _upsert_and_delete(_copy(tmp_path), spark)
 
 
@@ -155,11 +156,11 @@ def test_a_crash_during_the_removal_leaves_a_readable_table_and_the_next_write_f
     assert _rows(hudi_rs_read(str(path))) == expected
 
 
-def test_table_services_remove_it_too(tmp_path: Path) -> None:
+def test_table_services_remove_it_too_when_disabled(tmp_path: Path) -> None:
     """A compaction (or clean, rollback, clustering) changes the listing as much as a write."""
     path = _copy(tmp_path)
     expected = _rows(hudi_rs_read(str(path)))
-    table = tidemark.Table.open(str(path), spark=None)
+    table = tidemark.Table.open(str(path), spark=None, options={"hoodie.metadata.enable": "false"})
     table.compact()
     _assert_no_metadata_table(path)
     assert _rows(hudi_rs_read(str(path))) == expected
@@ -269,9 +270,12 @@ def test_hudi_rs_reads_the_files_partition_from_an_hfile_tidemark_wrote(tmp_path
     assert _rows(hudi_rs_read(str(path))) == {k: v for k, v in expected.items() if v[2] != "chennai"}
 
 
-def test_concurrent_writers_in_real_processes_remove_it_once_and_both_commit(tmp_path: Path) -> None:
-    """Two optimistic writers (filesystem lock) start on the table at the same moment: the removal
-    runs under the table lock, the second finds nothing left to do, and hudi-rs sees both writes."""
+def test_concurrent_writers_in_real_processes_keep_it_true_and_both_commit(tmp_path: Path) -> None:
+    """Two optimistic writers (filesystem lock) start on the table at the same moment: dropping the
+    partitions tidemark does not maintain runs under the table lock once, each writer records its
+    deltacommit under the lock, and hudi-rs (listing through the files partition) sees both writes."""
+    from tidemark.metadata.files import read_files_partition
+
     path = _copy(tmp_path)
     expected = _rows(hudi_rs_read(str(path)))
     start = tmp_path / "go"
@@ -294,7 +298,9 @@ def test_concurrent_writers_in_real_processes_remove_it_once_and_both_commit(tmp
              for key in ("writer-a", "writer-b")]
     start.write_text("")
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
-    _assert_no_metadata_table(path)
+    assert _props(path)[PARTITIONS_KEY] == "files"
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None and {p: dict(f) for p, f in listing.files.items()} == _folder_listing(path)
     expected.update({key: ("r-" + key, 1.5, "chennai") for key in ("writer-a", "writer-b")})
     assert _rows(hudi_rs_read(str(path))) == expected
 
