@@ -252,6 +252,12 @@ class Table:
         config = replace(config, extra={**config.extra, **settings.to_properties()})
         for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR):
             os.makedirs(storage.full_path(folder), exist_ok=True)
+        if "hoodie.metadata.enable" in raw and write_config.metadata_enable:  # asked for: a metadata table
+            from tidemark.metadata.create import write_metadata_table
+
+            write_metadata_table(storage, name, {})
+            config = replace(config, extra={**config.extra, **{"hoodie.table.metadata.partitions": "files",
+                                                                "hoodie.table.metadata.partitions.inflight": ""}})
         # hoodie.properties last: until it exists the folder is not a table.
         storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
         table = cls(storage, config, spark=spark, write_config=write_config)
