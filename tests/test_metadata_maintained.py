@@ -277,3 +277,28 @@ def test_without_the_option_a_created_table_has_none(tmp_path: Path) -> None:
     path = tmp_path / "t"
     tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p")
     assert _props(path).get(PARTITIONS_KEY, "") == "" and not (path / METADATA_DIR).exists()
+
+
+def test_the_files_partition_is_compacted_as_hudi_does(tmp_path: Path) -> None:
+    """Every ten deltacommits a compaction on the metadata timeline folds the slice into a new
+    HFile base file, so readers read at most ten log files; the listing stays the folders'."""
+    from tidemark.metadata.files import latest_slice
+
+    path = tmp_path / "t"
+    table = _created(path, "MERGE_ON_READ")
+    storage = LocalStorage(str(path))
+    for i in range(23):
+        table.upsert(pa.table({"id": [i % 5, 100 + i], "p": ["a", "b"], "ts": [i, i], "v": [f"v{i}", "n"]}))
+        file_slice = latest_slice(storage)
+        assert file_slice is not None and len(file_slice.log_names) < 10
+    compactions = sorted((path / METADATA_DIR / ".hoodie/timeline").glob("*.commit"))
+    assert len(compactions) == 2
+    _assert_created_true(path, table)
+    # Hudi's own real table: its compacted slice, plus ours.
+    real = _copy(tmp_path / "real")
+    table = tidemark.Table.open(str(real), spark=None)
+    user = _user(real)
+    for i in range(11):
+        table.upsert(_fresh(user, f"k{i}", f"r{i}"))
+    assert len(list((real / METADATA_DIR / ".hoodie/timeline").glob("*.commit"))) == 2
+    _assert_true(real, table)

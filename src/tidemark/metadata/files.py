@@ -69,8 +69,18 @@ def _fold(older: dict[str, int], newer: Mapping[str, Any]) -> None:
             older[name] = max(int(info.get("size") or 0), older.get(name, 0))
 
 
-def read_files_partition(storage: Storage) -> FilesListing | None:
-    """The listing of the table's metadata table (None when it has no ``files`` partition)."""
+@dataclass(frozen=True)
+class FileSlice:
+    """The latest file slice of the files partition: its base file's instant and name, and its
+    log files (names) in the order their instants completed."""
+
+    base_instant: str
+    base_name: str
+    log_names: tuple[str, ...]
+
+
+def latest_slice(storage: Storage) -> FileSlice | None:
+    """The latest file slice of the files partition (None when it has no completed base file)."""
     completed = _completed(storage)
     names = storage.list_names(FILES_DIR)
     bases = sorted(
@@ -86,6 +96,16 @@ def read_files_partition(storage: Storage) -> FilesListing | None:
             continue
         if completed[parsed.instant_time] > base_instant:  # completed after the base was requested
             logs.append((completed[parsed.instant_time], parsed.version, name))
+    return FileSlice(base_instant, base_name, tuple(name for *_, name in sorted(logs)))
+
+
+def read_files_partition(storage: Storage) -> FilesListing | None:
+    """The listing of the table's metadata table (None when it has no ``files`` partition)."""
+    completed = _completed(storage)
+    file_slice = latest_slice(storage)
+    if file_slice is None:
+        return None
+    base_name = file_slice.base_name
 
     records: dict[str, dict[str, int]] = {}
     kinds: dict[str, int] = {}
@@ -103,7 +123,7 @@ def read_files_partition(storage: Storage) -> FilesListing | None:
 
     base_path = f"{FILES_DIR}/{base_name}"
     apply(storage.read_bytes(base_path), base_path, None)
-    for _completion, _version, name in sorted(logs):
+    for name in file_slice.log_names:
         path = f"{FILES_DIR}/{name}"
         for block in decode_blocks(storage.read_bytes(path)):
             header = dict(block.header)

@@ -64,7 +64,7 @@ def files_group(storage: Storage) -> tuple[str, str]:
     return groups.pop(), schema.decode("utf-8")
 
 
-def _latest_time(storage: Storage) -> str | None:
+def latest_time(storage: Storage) -> str | None:
     times = []
     for name in storage.list_names(TIMELINE):
         instant = parse_instant_file_name(name)
@@ -73,7 +73,7 @@ def _latest_time(storage: Storage) -> str | None:
     return max(times, default=None)
 
 
-def _record(schema: Any, key_type: int, entries: Mapping[str, tuple[int, bool]]) -> bytes:
+def encode_record(schema: Any, key_type: int, entries: Mapping[str, tuple[int, bool]]) -> bytes:
     value = {
         "key": "",  # Hudi leaves it empty: the HFile key is the record key
         "type": key_type,
@@ -105,9 +105,9 @@ def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, Pa
         entries = {name: (size, False) for name, size in change.added.items()}
         entries.update({name: (0, True) for name in change.deleted})
         key = partition or NON_PARTITIONED_KEY
-        records.append((key, _record(parsed, _FILES_TYPE, entries)))
+        records.append((key, encode_record(parsed, _FILES_TYPE, entries)))
     touched = {(p or NON_PARTITIONED_KEY): (0, False) for p in changes}
-    records.append((ALL_PARTITIONS_KEY, _record(parsed, _ALL_PARTITIONS_TYPE, touched)))
+    records.append((ALL_PARTITIONS_KEY, encode_record(parsed, _ALL_PARTITIONS_TYPE, touched)))
     content = hfile.write_hfile(records, {hfile.SCHEMA_KEY: schema_json.encode()})
     block = LogBlock(BlockType.HFILE_DATA, ((HeaderKey.SCHEMA, schema_json), (HeaderKey.INSTANT_TIME, instant_time)),
                      content)
@@ -118,7 +118,7 @@ def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, Pa
     stat = WriteStat("files", file_id, f"files/{log_name}", instant_time, len(records), 0, len(records), 0, len(data),
                      base_file="", log_files=(log_name,), log_version=1, log_offset=0)
     metadata = CommitMetadata("UPSERT_PREPPED", (stat,), extra={"schema": schema_json})
-    completion = new_instant_time(floor=_latest_time(storage))
+    completion = new_instant_time(floor=latest_time(storage))
     done = instant_file_name(instant_time, Action.DELTA_COMMIT, State.COMPLETED, completion)
     storage.write_atomic(f"{TIMELINE}/{done}", metadata.to_bytes())
     return completion

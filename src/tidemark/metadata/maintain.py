@@ -30,6 +30,7 @@ from tidemark.concurrency.writer_settings import properties_mutex, read_properti
 from tidemark.errors import UnsupportedTableError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.properties import PROPERTIES_PATH, format_properties
+from tidemark.metadata.compact import compact_files_partition
 from tidemark.metadata.disable import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY, drop_metadata_table
 from tidemark.metadata.files import FILES_DIR
 from tidemark.metadata.files_writer import TIMELINE, PartitionChange, files_group, record_instant
@@ -157,13 +158,17 @@ def changes_of(stats: Sequence[WriteStat], deleted: Iterable[str] = ()) -> dict[
 
 
 def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[WriteStat],
-                         deleted: Iterable[str] = ()) -> str | None:
+                         deleted: Iterable[str] = (), *, under_lock: bool = True) -> str | None:
     """Under the lock, right before the data instant ``instant_time`` is published: record its
-    files in the ``files`` partition if the table has a metadata table tidemark keeps. Returns
-    the metadata deltacommit's completion time (None: no metadata table kept)."""
+    files in the ``files`` partition if the table has a metadata table tidemark keeps, and
+    compact the partition when due (only ``under_lock``; a cleaner records outside it).
+    Returns the metadata deltacommit's completion time (None: no metadata table kept)."""
     if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR) or not maintained(storage):
         return None
-    return record_instant(storage, instant_time, changes_of(stats, deleted))
+    completion = record_instant(storage, instant_time, changes_of(stats, deleted))
+    if under_lock:
+        compact_files_partition(storage)
+    return completion
 
 
 __all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync", "keep_or_drop", "maintained",
