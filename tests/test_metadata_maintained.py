@@ -302,3 +302,71 @@ def test_the_files_partition_is_compacted_as_hudi_does(tmp_path: Path) -> None:
         table.upsert(_fresh(user, f"k{i}", f"r{i}"))
     assert len(list((real / METADATA_DIR / ".hoodie/timeline").glob("*.commit"))) == 2
     _assert_true(real, table)
+
+
+def test_a_cleaner_killed_after_recording_is_finished_and_it_stays_true(tmp_path: Path) -> None:
+    """A cleaner records its deletions (after deleting) before it completes, outside the lock; killed
+    in between, its clean stays pending with the metadata deltacommit completed: a consistent state
+    (the listing drops only files already gone). The next writer finishes the clean and keeps it."""
+    path = tmp_path / "t"
+    table = _created(path, "COPY_ON_WRITE")
+    for i in range(3):
+        table.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "ts": [i, i], "v": [f"v{i}", "w"]}))
+    code = textwrap.dedent(f"""
+        import os, signal
+        import tidemark
+        import tidemark.services.clean as clean
+        real = clean.record_if_maintained
+        def record(*args, **kwargs):
+            real(*args, **kwargs)
+            os.kill(os.getpid(), signal.SIGKILL)
+        clean.record_if_maintained = record
+        tidemark.Table.open({str(path)!r}, spark=None, options={{"hoodie.clean.commits.retained": "1"}}).clean()
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": SRC}, check=False,
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert any(i.action.value == "clean" and not i.is_completed for i in table.timeline())
+    listing = read_files_partition(LocalStorage(str(path)))
+    assert listing is not None and {p: dict(f) for p, f in listing.files.items()} == _folder_listing(path)
+    assert _ids(hudi_rs_read(str(path))) == _ids(table.read())
+    table.upsert(pa.table({"id": [3], "p": ["a"], "ts": [9], "v": ["new"]}))
+    assert all(i.is_completed for i in table.timeline())  # the clean was finished
+    _assert_created_true(path, table)
+
+
+def test_bucket_index_and_insert_overwrite_keep_it_true(tmp_path: Path) -> None:
+    """File groups created in an instant of their own (bucket index), and a replacecommit whose
+    replaced file groups stay listed until clean deletes them (as Hudi's writer leaves them)."""
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p", ordering_field="ts",
+                                  options={"hoodie.metadata.enable": "true", "hoodie.index.type": "BUCKET",
+                                           "hoodie.bucket.index.num.buckets": "2",
+                                           "hoodie.clean.commits.retained": "1", "hoodie.clean.automatic": "false"})
+    table.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "a", "b"], "ts": [1, 1, 1], "v": ["x", "y", "z"]}))
+    _assert_created_true(path, table)
+    table.upsert(pa.table({"id": [2, 4], "p": ["a", "b"], "ts": [2, 2], "v": ["y2", "w"]}))
+    _assert_created_true(path, table)
+    table.insert_overwrite(pa.table({"id": [7], "p": ["a"], "ts": [3], "v": ["only"]}))
+    _assert_created_true(path, table)
+    assert _ids(table.read()) == [(3, "z"), (4, "w"), (7, "only")]
+    table.clean()
+    _assert_created_true(path, table)
+
+
+def test_non_blocking_writers_create_file_groups_and_keep_it_true(tmp_path: Path) -> None:
+    """Non-blocking concurrency control creates new buckets' file groups in an instant of their
+    own (create_file_groups), then appends logs: both recorded."""
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p", ordering_field="ts",
+                                  table_type="MERGE_ON_READ",
+                                  options={"hoodie.metadata.enable": "true", "hoodie.index.type": "BUCKET",
+                                           "hoodie.bucket.index.num.buckets": "2",
+                                           "hoodie.write.concurrency.mode": "non_blocking_concurrency_control",
+                                           "hoodie.write.lock.provider": "filesystem"})
+    table.upsert(pa.table({"id": [1, 2, 3], "p": ["a", "a", "b"], "ts": [1, 1, 1], "v": ["x", "y", "z"]}))
+    assert len([i for i in table.timeline() if i.is_completed]) == 2  # the file groups' instant, then the write
+    _assert_created_true(path, table)
+    table.upsert(pa.table({"id": [2, 4], "p": ["a", "c"], "ts": [2, 2], "v": ["y2", "w"]}))
+    _assert_created_true(path, table)
+    assert _ids(table.read()) == [(1, "x"), (2, "y2"), (3, "z"), (4, "w")]

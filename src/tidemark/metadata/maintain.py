@@ -84,8 +84,8 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     data instant of a mirrored action that completed after the metadata table's earliest
     completed instant has its completed deltacommit; no metadata deltacommit completed for a
     data instant (still on the active timeline's span) that did not complete (a crash between
-    the two, or a rollback since); and no clean, rollback or restore is pending on the data
-    timeline (tidemark finishes those without recording them).
+    the two, or a rollback since), a pending clean excepted; and no rollback or restore is
+    pending on the data timeline (finishing one may undo completed instants).
     """
     if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR):
         return "it has no files partition folder"
@@ -103,8 +103,12 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
         if inst.action in _MIRRORED and after and inst.requested_time not in completed:
             return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
     first_active = min((i.requested_time for i in timeline), default=None)
+    # A clean records its deletions after deleting and before it completes, outside the lock:
+    # its deltacommit may complete first, listing as deleted only files already gone.
+    cleaning = {i.requested_time for i in timeline.filter(actions=[Action.CLEAN], states=[State.REQUESTED,
+                                                                                           State.INFLIGHT])}
     for t in completed:
-        if t.startswith(_BOOTSTRAP_PREFIX) or first_active is None or t < first_active:
+        if t.startswith(_BOOTSTRAP_PREFIX) or first_active is None or t < first_active or t in cleaning:
             continue
         if not timeline.is_completed(t):
             return f"metadata deltacommit {t} completed but data instant {t} did not"
