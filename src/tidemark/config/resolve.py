@@ -99,7 +99,7 @@ class WriteConfig:
     compact_inline_max_delta_commits: int = 5
     log_block_format: str = "avro"
     bloom_filter: bool = True
-    metadata_enable: bool = True  # hoodie.metadata.enable (either way tidemark removes a metadata table for now)
+    metadata_enable: bool = True  # hoodie.metadata.enable: false removes a metadata table, true keeps files
     clean: CleanConfig = field(default_factory=CleanConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 

@@ -12,9 +12,9 @@ The latest file slice is the newest base file whose instant completed, plus the 
 files whose instants completed after that base file's instant was requested (version 8
 slices by completion time). Only blocks of completed metadata-table instants count.
 
-This is the reading half only: tidemark does not write a metadata table yet (see
-:mod:`tidemark.metadata.disable`). It lets tests check a metadata table's listing
-against the folders and the file-system view.
+tidemark's writes keep this partition true (:mod:`tidemark.metadata.maintain`); this module
+lets the compaction fold it and tests check it against the folders. tidemark's own reads
+still list the partition folders.
 """
 
 from __future__ import annotations

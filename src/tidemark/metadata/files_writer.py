@@ -10,8 +10,8 @@ before the data-table instant completes, so a reader never lists a file of a com
 instant that the listing lacks; files of an instant that never completes are ignored by
 readers, which select slices through the data timeline.
 
-Not wired into tidemark's writes yet (see docs/metadata-table.md): this is the tested
-building block. Call it under the table lock.
+Called by :func:`tidemark.metadata.maintain.record_if_maintained` for every action tidemark
+records, under the table lock (a clean: outside it, see there).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from tidemark.errors import InstantNotFoundError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.markers import delete_markers, marked_data_files
-from tidemark.metadata.disable import drop_metadata_table
+from tidemark.metadata.disable import drop_metadata_table, metadata_table_present
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -108,7 +108,8 @@ def _execute(
 ) -> RollbackResult:
     if instant.is_completed:
         # Undoing a completed instant is not recorded in the metadata table: remove it first.
-        drop_metadata_table(storage)
+        if metadata_table_present(storage):
+            drop_metadata_table(storage)
         storage.delete(f"{TIMELINE_DIR}/{instant.file_name}")
     deleted = [f for f in files if storage.delete(f)]
     delete_markers(storage, instant.requested_time)
