@@ -32,6 +32,7 @@ LAYERS: tuple[str, ...] = (
     "tidemark.concurrency",  # locks, heartbeats, conflict rules at commit
     "tidemark.markers",  # markers, the marker server, early conflict detection over markers
     "tidemark.fsview",  # file groups and slices visible at a point of the timeline
+    "tidemark.metadata",  # the metadata table (.hoodie/metadata): removed before tidemark changes a table
     "tidemark.merge",  # record mergers
     "tidemark.read",  # read plans and merging a file slice
     "tidemark.recovery",  # rollback, clean, savepoint/restore: the primitives the commit protocol runs

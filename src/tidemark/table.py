@@ -201,6 +201,16 @@ class Table:
         if mine.provider == "in_process":
             self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
         writer_settings.check(self.storage, mine, record=record)
+        self._guard_metadata_table()
+
+    def _guard_metadata_table(self, *, remove: bool = False) -> None:
+        """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
+        from tidemark.metadata.maintain import guard_before_change
+
+        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable,
+                                  remove=remove)
+        if why:
+            log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
     def set_concurrency(self, options: Mapping[str, Any] | None = None) -> WriterSettings:
         """Change the concurrency mode and lock that the table records for its writers.
@@ -569,6 +579,7 @@ class Table:
         a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
         finished by the next write or clean; until then every commit fails."""
         self._check_writer()
+        self._guard_metadata_table(remove=True)
         return timeline_ops.restore_to(self._protocol(), instant_time)
 
     def upgrade(self) -> UpgradeResult:

@@ -26,6 +26,7 @@ class TableLock:
         self.table_path = table_path
         self._storage = storage  # the table's storage, for providers that keep their lock in it
         self._provider: LockProvider | None = None
+        self.held = False  # whether this TableLock holds the lock now (the lock is not reentrant)
 
     @property
     def provider(self) -> LockProvider:
@@ -50,6 +51,7 @@ class TableLock:
         pause = s.retry_wait_ms / 1000
         for attempt in range(s.num_retries + 1):
             if self.provider.try_acquire(s.wait_time_ms / 1000):
+                self.held = True
                 return
             if attempt < s.num_retries:
                 time.sleep(pause)
@@ -62,6 +64,7 @@ class TableLock:
         )
 
     def release(self) -> None:
+        self.held = False
         self.provider.release()
 
     @contextlib.contextmanager
@@ -82,6 +85,7 @@ class NoLock:
     """Single-writer mode: nothing to exclude."""
 
     name = "none"
+    held = False
 
     @contextlib.contextmanager
     def hold(self, purpose: str) -> Iterator[None]:

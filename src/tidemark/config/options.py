@@ -190,6 +190,15 @@ OPTIONS: tuple[Option, ...] = (
         "the key range and Avro schema but leaves the filter out.",
     ),
     Option(
+        "hoodie.metadata.enable",
+        "true",
+        parse_bool,
+        "Hudi's metadata table (.hoodie/metadata). tidemark does not maintain one yet, so before it "
+        "changes a table that has one it removes it the way Hudi does with false (clears "
+        "hoodie.table.metadata.partitions, then deletes the folder); a stale one would hide tidemark's "
+        "writes from Hudi readers and hudi-rs. Hudi writers with it enabled rebuild it from the files.",
+    ),
+    Option(
         "hoodie.combine.before.insert",
         "false",
         parse_bool,

@@ -99,6 +99,7 @@ class WriteConfig:
     compact_inline_max_delta_commits: int = 5
     log_block_format: str = "avro"
     bloom_filter: bool = True
+    metadata_enable: bool = True  # hoodie.metadata.enable: false removes a metadata table, true keeps files
     clean: CleanConfig = field(default_factory=CleanConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
@@ -118,6 +119,7 @@ _FIELDS = {
     "record_size_estimate": "hoodie.copyonwrite.record.size.estimate",
     "compression": "hoodie.parquet.compression.codec",
     "bloom_filter": "hoodie.parquet.bloom.filter.enabled",
+    "metadata_enable": "hoodie.metadata.enable",
     "combine_before_bulk_insert": "hoodie.combine.before.insert",
     "insert_dup_policy": "hoodie.datasource.insert.dup.policy",
     "set_null_for_missing_columns": "hoodie.write.set.null.for.missing.columns",

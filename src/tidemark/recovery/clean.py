@@ -48,6 +48,7 @@ from tidemark.errors import (
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -405,6 +406,9 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
             "version": 2,
             "bootstrapPartitionMetadata": None,
         }
+        # The metadata table first, as Hudi orders it (outside the table lock, like the clean:
+        # a deltacommit of its own time and log file, so it never collides with a writer's).
+        record_if_maintained(storage, plan.instant_time, (), deleted, under_lock=False)
         completion = new_instant_time(floor=timeline.max_time())
         done = instant_file_name(plan.instant_time, Action.CLEAN, State.COMPLETED, completion)
         storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("clean", meta))

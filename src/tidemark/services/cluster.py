@@ -51,6 +51,7 @@ from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_na
 from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.services.runner import ServiceSteps, run_service
 from tidemark.storage import CreateOutcome, Storage
@@ -425,9 +426,10 @@ class ClusteringService:
         replaced = {p: tuple(ids) for p, ids in scheduled.plan.replaced_file_ids().items()}
         not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
                                                                        scheduled.seen))
+        self.lock.assert_held()  # the fence, as for writes
+        record_if_maintained(self.storage, t, stats)  # the metadata table first, as Hudi orders it
         completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
         name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
-        self.lock.assert_held()  # the fence, as for writes
         outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
         if outcome is not CreateOutcome.CREATED:
             raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=t)

@@ -42,6 +42,7 @@ from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.fsview import FileSystemView
 from tidemark.markers import IOType, MarkerSpec, delete_markers, marked_data_files, open_marker_writer
 from tidemark.merge import RecordMerger
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.read.merge import read_slice
 from tidemark.services.runner import BUSY, ServiceSteps
 from tidemark.storage import CreateOutcome, Storage
@@ -299,6 +300,7 @@ def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat],
         extra={"schema": timeline.latest_schema_json() or avro_schema_json(user_schema, table_name)},
         compacted=True,
     )
+    record_if_maintained(storage, plan.instant_time, stats)  # the metadata table first, as Hudi orders it
     completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), plan.instant_time])))
     name = instant_file_name(plan.instant_time, Action.COMMIT, State.COMPLETED, completion)
     if storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is CreateOutcome.ALREADY_EXISTS:

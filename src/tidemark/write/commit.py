@@ -46,6 +46,7 @@ from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
 from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.clean import finish_pending_clean
 from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.recovery.savepoint import finish_pending_restores
@@ -307,9 +308,10 @@ class CommitProtocol:
                 write_stats=tuple(stats),
                 extra={"schema": schema_json} if schema_json else {},
             )
+            self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
+            record_if_maintained(self.storage, instant_time, stats)  # the metadata table first, as Hudi
             completion_time = self._new_time(timeline, at_least=instant_time)
             name = instant_file_name(instant_time, action, State.COMPLETED, completion_time)
-            self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
             if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is not CreateOutcome.CREATED:
                 raise CommitError(f"could not publish {name}", instant_time=instant_time)
         delete_markers(self.storage, instant_time)
@@ -397,9 +399,11 @@ class CommitProtocol:
                         if reconciled != schema_json:
                             meta = replace(meta, extra={**meta.extra, "schema": reconciled})
                     self._still_mine(pending, timeline)
+                self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
+                # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
+                record_if_maintained(self.storage, pending.instant_time, stats)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
-                self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
                 if outcome is not CreateOutcome.CREATED:
                     raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)

@@ -135,6 +135,12 @@ def create_table(
     config = replace(config, extra={**config.extra, **settings.to_properties()})
     for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
         os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
+    if "hoodie.metadata.enable" in raw and write_config.metadata_enable:  # asked for: a metadata table
+        from tidemark.metadata.create import write_metadata_table
+
+        write_metadata_table(storage, name, {})
+        config = replace(config, extra={**config.extra, **{"hoodie.table.metadata.partitions": "files",
+                                                            "hoodie.table.metadata.partitions.inflight": ""}})
     # hoodie.properties last: until it exists the folder is not a table.
     storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
     return OpenedTable(storage, config, write_config, arrow_schema)

@@ -1,0 +1,200 @@
+"""Keeping a metadata table's ``files`` partition true instead of removing the table.
+
+tidemark maintains the ``files`` partition and nothing else. Before a change to a table that
+has a metadata table, :func:`keep_or_drop` (under the table lock) decides:
+
+* keep it when ``files`` is among ``hoodie.table.metadata.partitions``, its file group is the
+  one tidemark can record into, and the metadata timeline is in sync with the data timeline
+  (:func:`in_sync`). The partitions tidemark does not maintain (``column_stats``,
+  ``record_index``, ``partition_stats``, secondary indexes, ...) are then dropped as Hudi drops
+  a disabled one: ``hoodie.table.metadata.partitions`` becomes ``files`` (and the inflight
+  list empty) first, their folders are deleted after, so no reader trusts a half-deleted one;
+* otherwise remove the whole metadata table (:func:`~tidemark.metadata.disable.drop_metadata_table`).
+
+Each action that publishes a data-table instant tidemark covers (a write's commit or
+deltacommit, the instant that creates file groups, compaction, clustering) calls
+:func:`record_if_maintained` under the lock, after its conflict checks and right before it
+publishes: the metadata deltacommit of the same time completes first, as Hudi orders it.
+A crash between the two leaves a completed metadata deltacommit whose data instant is not
+completed; readers ignore its files (hudi-rs takes file slices only of completed data
+instants; tests/test_metadata_table.py checks it), and the next writer finds the tables out
+of sync and removes the metadata table. Actions not covered (clean, rollback and restore of
+completed instants) remove it before they change anything (:func:`drop_metadata_table`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tidemark.concurrency.writer_settings import properties_mutex, read_properties
+from tidemark.errors import UnsupportedTableError
+from tidemark.format.commit_metadata import WriteStat
+from tidemark.format.properties import PROPERTIES_PATH, format_properties
+from tidemark.metadata.compact import compact_files_partition
+from tidemark.metadata.disable import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY, drop_metadata_table
+from tidemark.metadata.files import FILES_DIR
+from tidemark.metadata.files_writer import TIMELINE, PartitionChange, files_group, record_instant
+from tidemark.storage import Storage
+from tidemark.timeline import Action, State, Timeline
+from tidemark.timeline.instant import parse_instant_file_name
+
+FILES_PARTITION = "files"
+# Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
+_MIRRORED = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK,
+             Action.RESTORE)
+# Pending data-table actions that may undo completed instants when tidemark finishes them (an
+# interrupted rollback or restore): while one is pending the metadata table is not kept.
+_UNCOVERED_PENDING = (Action.ROLLBACK, Action.RESTORE)
+_BOOTSTRAP_PREFIX = "0000000000"  # Hudi initialises each partition with deltacommits 00000000000000000, ...1, ...
+
+
+def _partitions(props: dict[str, str], key: str = PARTITIONS_KEY) -> list[str]:
+    return [p.strip() for p in (props.get(key) or "").split(",") if p.strip()]
+
+
+def maintained(storage: Storage) -> bool:
+    """Whether the table's metadata table is one tidemark keeps: only ``files`` declared."""
+    props = read_properties(storage)
+    return _partitions(props) == [FILES_PARTITION] and not _partitions(props, INFLIGHT_PARTITIONS_KEY)
+
+
+def _metadata_instants(storage: Storage) -> tuple[dict[str, str], set[str], str | None]:
+    """(completed deltacommits: requested -> completion time, pending deltacommit times, the
+    earliest completion time of any completed metadata instant)."""
+    completed: dict[str, str] = {}
+    pending: set[str] = set()
+    earliest: str | None = None
+    for name in storage.list_names(TIMELINE):
+        instant = parse_instant_file_name(name)
+        if instant is None:
+            continue
+        if instant.state is State.COMPLETED and instant.completion_time:
+            earliest = min(filter(None, [earliest, instant.completion_time]))
+            if instant.action is Action.DELTA_COMMIT:
+                completed[instant.requested_time] = instant.completion_time
+        elif instant.action is Action.DELTA_COMMIT:
+            pending.add(instant.requested_time)
+    return completed, pending - set(completed), earliest
+
+
+def in_sync(storage: Storage, timeline: Timeline) -> str | None:
+    """Why the metadata table cannot be kept (None: it can).
+
+    In sync means: the ``files`` partition has the one file group tidemark records into; every
+    data instant of a mirrored action that completed after the metadata table's earliest
+    completed instant has its completed deltacommit; no metadata deltacommit completed for a
+    data instant (still on the active timeline's span) that did not complete (a crash between
+    the two, or a rollback since), a pending clean excepted; and no rollback or restore is
+    pending on the data timeline (finishing one may undo completed instants).
+    """
+    if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR):
+        return "it has no files partition folder"
+    try:
+        files_group(storage)
+    except UnsupportedTableError as problem:
+        return str(problem)
+    completed, _pending, earliest = _metadata_instants(storage)
+    if earliest is None:
+        return "its timeline has no completed instant"
+    if timeline.filter(actions=list(_UNCOVERED_PENDING), states=[State.REQUESTED, State.INFLIGHT]):
+        return "a rollback or restore is pending on the data timeline"
+    for inst in timeline.completed:
+        after = (inst.completion_time or "") > earliest
+        if inst.action in _MIRRORED and after and inst.requested_time not in completed:
+            return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
+    first_active = min((i.requested_time for i in timeline), default=None)
+    # A clean records its deletions after deleting and before it completes, outside the lock:
+    # its deltacommit may complete first, listing as deleted only files already gone.
+    cleaning = {i.requested_time for i in timeline.filter(actions=[Action.CLEAN], states=[State.REQUESTED,
+                                                                                           State.INFLIGHT])}
+    for t in completed:
+        if t.startswith(_BOOTSTRAP_PREFIX) or first_active is None or t < first_active or t in cleaning:
+            continue
+        if not timeline.is_completed(t):
+            return f"metadata deltacommit {t} completed but data instant {t} did not"
+    return None
+
+
+def drop_unmaintained_partitions(storage: Storage) -> list[str]:
+    """Declare only ``files`` (properties first, under their mutex), then delete the folders of
+    the other partitions. Idempotent; returns the partition folders deleted."""
+    with properties_mutex(storage):
+        props = read_properties(storage)
+        if _partitions(props) != [FILES_PARTITION] or _partitions(props, INFLIGHT_PARTITIONS_KEY):
+            props[PARTITIONS_KEY] = FILES_PARTITION
+            props[INFLIGHT_PARTITIONS_KEY] = ""
+            storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
+    gone = [d for d in storage.list_subdirs(METADATA_DIR) if d not in (FILES_PARTITION, ".hoodie")]
+    for name in gone:
+        storage.delete_tree(f"{METADATA_DIR}/{name}")
+    return gone
+
+
+def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
+    """Under the table lock, before a change: keep the metadata table (its ``files`` partition
+    only) or remove it. Returns (kept, why) — ``why`` says what was done, "" if nothing."""
+    props = read_properties(storage)
+    if FILES_PARTITION not in _partitions(props):
+        dropped = drop_metadata_table(storage)
+        return False, "removed: no files partition declared" if dropped else ""
+    if not enabled:
+        drop_metadata_table(storage)
+        return False, "removed: hoodie.metadata.enable=false"
+    problem = in_sync(storage, Timeline.load(storage))
+    if problem is not None:
+        drop_metadata_table(storage)
+        return False, f"removed: {problem}"
+    gone = drop_unmaintained_partitions(storage)
+    return True, f"kept the files partition, dropped {', '.join(sorted(gone))}" if gone else ""
+
+
+def changes_of(stats: Sequence[WriteStat], deleted: Iterable[str] = ()) -> dict[str, PartitionChange]:
+    """The files partition's change for an instant that wrote ``stats`` and deleted the files
+    ``deleted`` (paths relative to the table)."""
+    added: dict[str, dict[str, int]] = {}
+    for stat in stats:
+        added.setdefault(stat.partition_path, {})[stat.path.rsplit("/", 1)[-1]] = stat.file_size
+    removed: dict[str, list[str]] = {}
+    for path in deleted:
+        partition, _, name = path.rpartition("/")
+        removed.setdefault(partition, []).append(name)
+    return {p: PartitionChange(added.get(p, {}), tuple(removed.get(p, ()))) for p in sorted({*added, *removed})}
+
+
+def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[WriteStat],
+                         deleted: Iterable[str] = (), *, under_lock: bool = True) -> str | None:
+    """Under the lock, right before the data instant ``instant_time`` is published: record its
+    files in the ``files`` partition if the table has a metadata table tidemark keeps, and
+    compact the partition when due (only ``under_lock``; a cleaner records outside it).
+    Returns the metadata deltacommit's completion time (None: no metadata table kept)."""
+    if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR) or not maintained(storage):
+        return None
+    completion = record_instant(storage, instant_time, changes_of(stats, deleted))
+    if under_lock:
+        compact_files_partition(storage)
+    return completion
+
+
+__all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync", "keep_or_drop", "maintained",
+           "record_if_maintained"]
+
+
+def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, remove: bool = False) -> str:
+    """Before any change, under the table lock: keep a metadata table's ``files`` partition if
+    tidemark can maintain it (the others dropped), else remove the table as Hudi does with
+    hoodie.metadata.enable=false (docs/metadata-table.md). ``remove``: the action about to run
+    is one tidemark does not record in it (restore), so it goes. Called at every guard, so one a
+    Hudi writer recreated or left out of sync meanwhile is caught. Returns why something changed
+    ('' when nothing did)."""
+    from tidemark import metadata
+
+    if not metadata.metadata_table_present(storage):
+        return ""
+    # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
+    with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
+        if remove:
+            return "removed before an action tidemark does not record in it" if drop_metadata_table(storage) else ""
+        _kept, why = keep_or_drop(storage, enabled=enabled)
+        return why
