@@ -21,13 +21,11 @@ from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.table_options import column_names, resolve_writer_options
 from tidemark.engines.spark import arrow_schema_of_any
 from tidemark.errors import (
-    ClusteringAbortedError,
     ConfigError,
     InvalidInputError,
     TableUpgradeRequiredError,
-    TidemarkError,
 )
-from tidemark.format.clustering_plan import CLUSTER_OPERATION, ClusteringPlan
+from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TABLE_VERSION, TableConfig, load_properties
 from tidemark.format.schema import META_SCHEMA
@@ -36,13 +34,13 @@ from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan
 from tidemark.read.table import load_schema, table_read_plan
 from tidemark.recovery.clean import (
     CleanResult,
-    commits_since_last_clean,
 )
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.recovery.savepoint import RestoreResult, SavepointResult
 from tidemark.services import timeline_ops
 from tidemark.services.archive import ArchiveResult
 from tidemark.services.cluster import ClusteringResult
+from tidemark.services.inline import run_after_write
 from tidemark.services.runner import run_service
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline
@@ -257,34 +255,13 @@ class Table:
         )
         if outcome.schema is not None:
             self._adopt_schema(outcome.schema)
-        if outcome.instant.action is Action.DELTA_COMMIT and self.write_config.compact_inline:
-            self._compact_inline()
-        self._run_inline_services()
         result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts + reruns)
-        self._maybe_cluster_inline()
+        run_after_write(
+            self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
+            compact=self.compact, clean=lambda: self._clean(rollback_failed=False), archive=self.archive,
+            cluster=self.cluster,
+        )
         return result
-
-    def _maybe_cluster_inline(self) -> None:
-        """hoodie.clustering.inline: cluster once max.commits writes completed since the last one."""
-        settings = self.write_config.clustering
-        if not settings.inline:
-            return
-        timeline = Timeline.load(self.storage)
-        since = 0
-        for inst in reversed(timeline.by_completion_time()):
-            if not inst.action.writes_data:
-                continue
-            if inst.action is Action.REPLACE_COMMIT and timeline.commit_metadata(inst).operation == CLUSTER_OPERATION:
-                break
-            since += 1
-        if since < settings.inline_max_commits:
-            return
-        try:
-            self.cluster()
-        except ClusteringAbortedError as aborted:  # ingestion wins; the next write tries again
-            log.warning("inline clustering aborted: %s", aborted)
-        except TidemarkError as error:  # the write itself committed: never fail it for the service
-            log.warning("inline clustering failed (the write committed): %s", error)
 
     def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones, merged by the table's merge mode."""
@@ -399,13 +376,6 @@ class Table:
         return self.engine.frame(deleted)
 
     # -- maintenance --------------------------------------------------------------------
-    def _compact_inline(self) -> None:
-        from tidemark.services.compaction import delta_commits_since_last_compaction
-
-        due = self.write_config.compact_inline_max_delta_commits
-        if delta_commits_since_last_compaction(Timeline.load(self.storage)) >= due:
-            self.compact()
-
     def compact(self) -> CompactionResult | None:
         """Compact a merge-on-read table: merge every file slice's logs into a new base file.
 
@@ -540,20 +510,6 @@ class Table:
         Runs under the table lock. Time travel and incremental reads still reach archived instants."""
         self._check_writer()
         return timeline_ops.archive_timeline(self._protocol(), self.write_config.archive)
-
-    def _run_inline_services(self) -> None:
-        """After a successful write: clean and archive if due. A failing service is logged, never
-        raised: the write it follows is committed, and ingestion must not fail for a service."""
-        clean, keep = self.write_config.clean, self.write_config.archive
-        try:
-            timeline = Timeline.load(self.storage)
-            if clean.automatic and commits_since_last_clean(timeline) >= clean.max_commits:
-                self._clean(rollback_failed=False)  # the write already rolled back failed writes
-                timeline = timeline.reload()
-            if keep.automatic and len(timeline.completed_data_instants) > keep.max_commits:
-                self.archive()
-        except (TidemarkError, OSError) as exc:
-            log.warning("inline table service failed after a successful write: %s", exc)
 
     # -- savepoints and restore ----------------------------------------------------------
     def savepoint(self, instant_time: str, *, comment: str = "") -> SavepointResult:
