@@ -20,6 +20,7 @@ from tidemark.concurrency.writer_settings import WriterSettings
 from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.table_options import column_names, resolve_writer_options
 from tidemark.engines.spark import arrow_schema_of_any
+from tidemark.engines.spark.table_api import provide_table_api
 from tidemark.errors import (
     ConfigError,
     InvalidInputError,
@@ -578,3 +579,6 @@ def _engine_for(spark: SparkSession | None) -> Engine:
     from tidemark.engines.spark.engine import SparkEngine
 
     return SparkEngine(spark)
+
+
+provide_table_api(Table)  # the data source's writers create and write tables through it

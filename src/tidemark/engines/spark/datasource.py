@@ -106,16 +106,16 @@ class TidemarkDataSource(DataSource):
     def writer(self, schema: Any, overwrite: bool) -> Any:
         """``df.write.format("tidemark")``: see :mod:`tidemark.engines.spark.datasource_write`."""
         from tidemark.engines.spark.datasource_write import TidemarkBatchWriter, plan_write
-        from tidemark.table import Table
+        from tidemark.engines.spark.table_api import table_api
 
-        return TidemarkBatchWriter(plan_write(Table, dict(self.options), schema, overwrite))
+        return TidemarkBatchWriter(plan_write(table_api(), dict(self.options), schema, overwrite))
 
     def streamWriter(self, schema: Any, overwrite: bool) -> Any:  # noqa: N802 - Spark's name
         """``df.writeStream.format("tidemark")``: see :mod:`tidemark.engines.spark.streaming_sink`."""
         from tidemark.engines.spark.streaming_sink import TidemarkStreamWriter, plan_stream
-        from tidemark.table import Table
+        from tidemark.engines.spark.table_api import table_api
 
-        return TidemarkStreamWriter(plan_stream(Table, dict(self.options), schema, overwrite))
+        return TidemarkStreamWriter(plan_stream(table_api(), dict(self.options), schema, overwrite))
 
 
 class TidemarkPushdownDataSource(TidemarkDataSource):

@@ -33,7 +33,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from tidemark.config.options import DATASOURCE_WRITE_OPTIONS, OPTIONS_BY_KEY
+from tidemark.config.datasource_options import DATASOURCE_WRITE_OPTIONS
+from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, InvalidInputError, TableExistsError
 from tidemark.format.names import TEMP_DIR
 
