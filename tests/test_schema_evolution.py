@@ -238,8 +238,9 @@ def _race(tmp: Path, table: Table, first: list[dict[str, Any]], second: list[dic
           first_ddl: str | None = None) -> list[dict[str, Any]]:
     """Both plan against the same table; ``first`` commits, then ``second``."""
     a = _Writer(tmp, table, first, tmp / "go-a", first_ddl)
-    b = _Writer(tmp, table, second, tmp / "go-b")
+    # b starts once a waits (a Spark writer starts slowly; writers wait at most 120 s at the barrier).
     wait_for_file(a.ready, processes=[a.process], timeout=300)
+    b = _Writer(tmp, table, second, tmp / "go-b")
     wait_for_file(b.ready, processes=[b.process], timeout=300)
     write_atomically(tmp / "go-a", "go")
     done = a.outcome()

@@ -6,9 +6,11 @@ read every file written with the old one):
 
 * add nullable columns, at the top level or inside a struct (old rows read them as null);
 * promote a type: ``int`` to ``long``, ``float`` or ``double``; ``long`` to ``float`` or
-  ``double``; ``float`` to ``double``; ``string`` and ``bytes`` either way (also inside
-  structs, lists and maps). Numbers do not become strings: Hudi's compatibility check
-  refuses it, and no parquet reader (Spark's, hudi-rs') reads a number column as text;
+  ``double``; ``float`` to ``double`` (also inside structs, lists and maps). ``string`` and
+  ``bytes`` read each other: a batch of the other one is cast to the table's type, which
+  stays (it would otherwise flip with every batch). Numbers do not become strings: Hudi's
+  compatibility check refuses it, and no parquet reader (Spark's, hudi-rs') reads a number
+  column as text;
 * leave columns out of a batch, filled with null, when
   ``hoodie.write.set.null.for.missing.columns`` is true (else the write is refused).
 
