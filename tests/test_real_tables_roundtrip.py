@@ -9,11 +9,9 @@ are merge-on-read with logs. Each is copied, then upserted (an update of a store
 and a new key) and deleted from, with the Arrow engine and with Spark; after every step
 tidemark's read and hudi-rs must agree with a model of the rows.
 
-v8_trips_8i3u1d has a metadata table (files, column stats, record index, ...) that
-tidemark does not maintain on this branch: hudi-rs lists files through it, so after a
-tidemark write it serves stale listings. Its write step is xfail(strict=True) for that
-reason: it starts passing (and must be un-xfailed) once tidemark keeps the metadata
-table true (issue 16, item 1).
+v8_trips_8i3u1d has a metadata table (files, column stats, record index, ...): hudi-rs
+lists files through it, so every tidemark write must keep its ``files`` partition true
+(the partitions tidemark does not maintain are dropped first, as Hudi drops a disabled one).
 """
 
 from __future__ import annotations
@@ -135,12 +133,7 @@ def _open(name: str, tmp_path: Path, spark: Any) -> tidemark.Table:
 
 
 def _params() -> list[Any]:
-    marks = pytest.mark.xfail(
-        strict=True,
-        reason="the table has a metadata table that tidemark does not maintain yet (issue 16 item 1): "
-        "hudi-rs lists its files through it and misses what tidemark wrote",
-    )
-    return [pytest.param(n, marks=marks) if n in WITH_METADATA_TABLE else n for n in V8_TABLES + V6_TABLES]
+    return [*V8_TABLES, *V6_TABLES]
 
 
 @pytest.mark.parametrize("name", _params())
@@ -156,7 +149,7 @@ def test_real_hudi_tables_written_by_spark(spark: Any, tmp_path: Path, name: str
 
 @pytest.mark.parametrize("name", sorted(WITH_METADATA_TABLE))
 def test_real_tables_with_a_metadata_table_are_read_like_hudi_rs(tmp_path: Path, name: str) -> None:
-    # Before any tidemark write the metadata table is true, so reads agree; this part must not xfail.
+    # Before any tidemark write the metadata table is true, so reads agree.
     table = tidemark.Table.open(copy_real_table(name, tmp_path), spark=None)
     key = table.config.record_key_fields[0]
     rows = model(_arrow(table.read()), key)
