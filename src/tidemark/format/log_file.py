@@ -17,8 +17,11 @@ blocks), 2 SCHEMA (Avro JSON of the records, meta columns included).
 Content of an Avro data block: int32 3 | int32 record count | per record an int32
 length and the Avro binary datum. Content of a delete block: int32 3 | int32 byte
 count | one ``HoodieDeleteRecordList`` datum. The ordering value of a delete goes
-in the union's ``long`` branch (hudi-rs fails on the ``int`` branch); a delete
-without one carries ``0``, as Hudi's writers do (hudi-rs rejects a delete block
+in the union's ``long`` branch (hudi-rs fails on the ``int`` branch), but only while it
+fits 32 bits: hudi-rs 0.5 decodes that branch with a 32-bit varint and cannot read a table
+holding a larger one ("varint overflow", e.g. an epoch-millisecond ``ts``), so a larger
+value is written as no ordering value (the delete wins by commit time, as Hudi's own
+deletes without one do). A delete without one carries ``0``, as Hudi's writers do (hudi-rs rejects a delete block
 whose first record has a null ordering value, and reads an integer ``0`` as "no
 ordering value": the delete wins by commit time). See :func:`delete_ordering_field`
 for which tables put a real ordering value there.
@@ -359,11 +362,17 @@ def is_no_ordering_value(value: OrderingValue) -> bool:
     return value is None or (isinstance(value, int) and not isinstance(value, bool) and value == 0)
 
 
+# The ordering values hudi-rs 0.5 can decode from the long branch (it reads 32-bit varints).
+_READABLE_ORDERING = range(-(2**31), 2**31)
+
+
 def _ordering_datum(value: OrderingValue) -> Any:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"tidemark writes delete ordering values as longs, not {type(value).__name__}")
+    if value not in _READABLE_ORDERING:
+        value = NO_ORDERING_VALUE  # else hudi-rs could not read the table at all
     return ("long", value)
 
 
