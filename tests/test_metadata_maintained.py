@@ -315,7 +315,7 @@ def test_a_cleaner_killed_after_recording_is_finished_and_it_stays_true(tmp_path
     code = textwrap.dedent(f"""
         import os, signal
         import tidemark
-        import tidemark.services.clean as clean
+        import tidemark.recovery.clean as clean
         real = clean.record_if_maintained
         def record(*args, **kwargs):
             real(*args, **kwargs)
