@@ -152,13 +152,16 @@ class SparkConnectServer:
                 )
             with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=0.5):
                 # The port answers once the gRPC service is up; a first query proves the session works.
-                spark = self.session()
-                try:
-                    if spark.range(1).count() == 1:
-                        return
-                finally:
-                    with contextlib.suppress(Exception):
-                        spark.stop()
+                # It runs in a process of its own: a process that makes a Connect session switches
+                # PySpark to Connect for good, which would break this run's shared classic session.
+                probe = subprocess.run(
+                    [sys.executable, "-c", "import sys; from pyspark.sql import SparkSession; "
+                     "s = SparkSession.builder.remote(sys.argv[1]).create(); "
+                     "assert s.range(1).count() == 1; s.stop()", self.url],
+                    capture_output=True, text=True, timeout=120, check=False,
+                )
+                if probe.returncode == 0:
+                    return
             time.sleep(0.5)
         raise SparkConnectError(
             f"the Spark Connect server on {self.url} was not ready within {self.start_timeout:.0f} s; "
