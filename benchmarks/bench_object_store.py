@@ -67,7 +67,8 @@ class CountingProxy:
                 with proxy.lock:
                     proxy.counts[kind] += 1
                     if kind == "LIST":
-                        proxy.listed[query.get("prefix", [""])[0]] += 1
+                        how = "delimited" if "delimiter" in query else "recursive"
+                        proxy.listed[f"{query.get('prefix', [''])[0]} ({how})"] += 1
                 headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
                 conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
                 conn.request(self.command, self.path, body=body, headers=headers)
