@@ -216,6 +216,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--skip", choices=("requests", "bulk"), default=None)
+    parser.add_argument("--archival", choices=("both", "default", "off"), default="both")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
@@ -229,6 +230,8 @@ def main() -> None:
         if args.skip != "requests":
             for name, options in (("archival default", {}),
                                   ("archival off", {"hoodie.archive.automatic": "false"})):
+                if args.archival != "both" and not name.endswith(args.archival):
+                    continue
                 results[name] = requests_per_commit(moto, bucket, options, args.commits, checkpoints,
                                                     args.window, args.batch)
                 print(name, json.dumps(results[name], indent=1), flush=True)
