@@ -151,3 +151,11 @@ __all__ = [
     "WriterAliveError",
     "WriterSettingsError",
 ]
+
+# The classes live in two modules but are one tree: tracebacks, reprs and pickles name them
+# tidemark.errors.<Name>, the one place they are imported from.
+for _name in __all__:
+    _value = globals()[_name]
+    if isinstance(_value, type):
+        _value.__module__ = __name__
+del _name, _value
