@@ -27,7 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from zookeeper import _parent_death_signal, free_port
+from zookeeper import _parent_death_signal, free_port, stop_process
 
 ACCESS_KEY = "testing-access-key"
 SECRET_KEY = "testing-secret-key"
@@ -140,15 +140,7 @@ class MotoServer:
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
 
     def stop(self) -> None:
         self._terminate()

@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from spark_connect_server import spark_env, spark_home
-from zookeeper import _parent_death_signal, free_port
+from zookeeper import _parent_death_signal, free_port, stop_process
 
 
 class SparkClusterError(RuntimeError):
@@ -129,14 +129,7 @@ class SparkCluster:
     def stop(self) -> None:
         procs, self._procs = self._procs, []
         for proc in reversed(procs):  # workers first: they would try to reconnect to the master
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+            stop_process(proc, timeout=30)
         if self.workdir is not None:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.workdir)

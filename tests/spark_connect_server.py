@@ -26,7 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from zookeeper import _parent_death_signal, free_port
+from zookeeper import _parent_death_signal, free_port, stop_process
 
 _LOG4J = """\
 rootLogger.level = warn
@@ -170,13 +170,7 @@ class SparkConnectServer:
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc, timeout=30)
         if self.workdir is not None:
             with contextlib.suppress(OSError):
                 shutil.rmtree(self.workdir)

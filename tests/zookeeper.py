@@ -127,6 +127,18 @@ def _parent_death_signal() -> Callable[[], None] | None:
     return set_pdeathsig
 
 
+def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
+    """SIGTERM a server process the tests own, SIGKILL it if it lingers past ``timeout``, and reap it."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
 class ZooKeeperServer:
     """One standalone ZooKeeper server on 127.0.0.1 with its own temporary data folder."""
 
@@ -276,15 +288,7 @@ class ZooKeeperServer:
 
     def _terminate(self) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        stop_process(proc)
 
     def _cleanup(self) -> None:
         if self.workdir is not None:

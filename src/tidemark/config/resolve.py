@@ -312,8 +312,10 @@ def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def parse_option(key: str, options: Mapping[str, str]) -> Any:
-    option = OPTIONS_BY_KEY[key]
+def parse_option(key: str, options: Mapping[str, str], declared: Mapping[str, Any] = OPTIONS_BY_KEY) -> Any:
+    """The parsed value of ``key`` in ``options`` (its default when absent); ConfigError if invalid.
+    ``declared``: the options ``key`` is declared among (the writer's, unless given)."""
+    option = declared[key]
     raw = options.get(key, option.default)
     if raw is None:
         return None

@@ -35,6 +35,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from tidemark.config.datasource_options import DATASOURCE_WRITE_OPTIONS
 from tidemark.config.options import OPTIONS_BY_KEY
+from tidemark.config.resolve import parse_option
 from tidemark.errors import ConfigError, InvalidInputError, TableExistsError
 from tidemark.format.names import TEMP_DIR
 
@@ -81,14 +82,7 @@ def split_options(options: Mapping[str, str]) -> tuple[dict[str, str], dict[str,
 
 
 def parse_datasource(key: str, options: Mapping[str, str]) -> Any:
-    option = _DATASOURCE_KEYS[key]
-    raw = options.get(key, option.default)
-    if raw is None:
-        return None
-    try:
-        return option.parse(raw)
-    except (ValueError, TypeError) as exc:
-        raise ConfigError(f"option {key}={raw!r} is invalid: {exc}", key=key) from None
+    return parse_option(key, options, _DATASOURCE_KEYS)
 
 
 @dataclass(frozen=True)
