@@ -129,7 +129,7 @@ def read_rows(
     for base_file in plan.files:
         try:
             found, some = _read_file(
-                table.storage.open_input(base_file.path), plan, columns, limit - len(rows)
+                table.storage.open_ranged(base_file.path, base_file.size or None), plan, columns, limit - len(rows)
             )
         except (pa.ArrowException, OSError) as exc:  # a damaged or unreadable data file
             raise TidemarkError(f"cannot read {base_file.path}: {exc}") from None
@@ -181,7 +181,7 @@ def _available_columns(table: Table, plan: ReadPlan) -> list[str]:
     if schema is not None:
         return [*META_COLUMNS, *(n for n in schema.names if n not in META_COLUMNS)]
     if plan.files:
-        return list(pq.read_schema(table.storage.open_input(plan.files[0].path)).names)
+        return list(pq.read_schema(table.storage.open_ranged(plan.files[0].path, plan.files[0].size or None)).names)
     return list(META_COLUMNS)
 
 

@@ -91,6 +91,13 @@ class Storage(Protocol):
         """A source pyarrow and the log reader can read ``path`` from; FileNotFoundError if absent."""
         ...
 
+    def open_ranged(self, path: str, size: int | None = None) -> DataSource:
+        """A seekable source that fetches only the bytes a reader asks for (a parquet footer, a few
+        column chunks): on an object store each read is one ranged GET, where :meth:`open_input`
+        downloads the whole file in one. ``size``, when the caller knows it from a listing, saves a
+        request. FileNotFoundError if absent."""
+        ...
+
     def open_output(self, path: str) -> OutputFile:
         """Start writing ``path`` (folders created as needed); nothing is visible before commit()."""
         ...

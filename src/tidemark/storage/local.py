@@ -63,6 +63,9 @@ class LocalStorage:
     def open_input(self, path: str) -> DataSource:
         return self.full_path(path)  # pyarrow reads (and memory-maps) local files itself
 
+    def open_ranged(self, path: str, size: int | None = None) -> DataSource:
+        return self.full_path(path)  # local reads fetch only what is read already
+
     def open_output(self, path: str) -> LocalOutputFile:
         return LocalOutputFile(self.full_path(path))
 

@@ -37,6 +37,7 @@ from tidemark.errors import (
     StorageUnreachableError,
 )
 from tidemark.storage.base import CreateOutcome, DataSource, FileInfo, Storage, Versioned
+from tidemark.storage.ranged import RangedFile
 from tidemark.storage.secrets import is_secret_option
 
 T = TypeVar("T")
@@ -260,6 +261,19 @@ class ObjectStorage:
 
     def open_input(self, path: str) -> DataSource:
         return pa.BufferReader(self._call("reading", path, lambda: obstore.get(self._store, path).bytes()))
+
+    def open_ranged(self, path: str, size: int | None = None) -> DataSource:
+        if size is None:
+            meta = self._head(path)
+            if meta is None:
+                raise FileNotFoundError(errno.ENOENT, "no such object", self.full_path(path))
+            size = int(meta["size"])
+
+        def fetch(start: int, end: int) -> bytes:
+            return self._call("reading", path,
+                              lambda: bytes(obstore.get_range(self._store, path, start=start, end=end)))
+
+        return pa.PythonFile(RangedFile(fetch, size, self.full_path(path)), mode="r")
 
     def open_output(self, path: str) -> ObjectOutputFile:
         return ObjectOutputFile(self, path)

@@ -83,7 +83,7 @@ def _rows_in(spec: ClusterSpec, group: ClusteringGroup) -> int:
     total = 0
     for s in group.slices:
         with _damaged_as_corrupt(s.data_file_path):
-            total += pq.read_metadata(storage.open_input(s.data_file_path)).num_rows
+            total += pq.read_metadata(storage.open_ranged(s.data_file_path)).num_rows  # the footer only
     return total
 
 

@@ -64,7 +64,8 @@ def files_that_may_hold(
             continue
         candidates += 1
         try:
-            footer = pq.read_metadata(storage.open_input(f.path)).metadata or {}
+            # The footer alone: ranged reads of its bytes on an object store, not the whole file.
+            footer = pq.read_metadata(storage.open_ranged(f.path, f.size or None)).metadata or {}
         except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
             kept.append(f)
             continue
