@@ -10,6 +10,7 @@ The spec::
 
     {"session": {"remote": "sc://127.0.0.1:P"} | {"master": "spark://127.0.0.1:P", "conf": {...}},
      "tables": [{"path": ..., "table_type": "COPY_ON_WRITE", "options": {...},
+                 "storage_options": {...},   # optional: an object-store table's (s3://...)
                  "ops": [{"op": "bulk_insert", "rows": [...]}, {"op": "compact"}, ...]}],
      "report": path}
 
@@ -52,10 +53,10 @@ def rows_of(df: Any) -> list[list[Any]]:
     return sorted([r[c] for c in COLUMNS] for r in df.select(*COLUMNS).collect())
 
 
-def hudi_rows(path: str) -> list[list[Any]]:
+def hudi_rows(path: str, storage_options: dict[str, str] | None = None) -> list[list[Any]]:
     from conftest import hudi_rs_read
 
-    table = hudi_rs_read(path)
+    table = hudi_rs_read(path, storage_options=storage_options)
     if table.num_rows == 0:
         return []
     return sorted([r[c] for c in COLUMNS] for r in table.select(COLUMNS).to_pylist())
@@ -148,13 +149,14 @@ def main() -> None:
             report["tables"].append({"path": t["path"], "steps": steps})
             table = tidemark.Table.create(t["path"], spark=spark, record_key="id", partition_by="part",
                                           ordering_field="ts", table_type=t.get("table_type", "COPY_ON_WRITE"),
-                                          options=t.get("options"))
+                                          options=t.get("options"), storage_options=t.get("storage_options"))
             for op in t["ops"]:
                 step = run_op(spark, table, op)
                 step["tidemark"] = rows_of(table.read())
-                step["hudi_rs"] = hudi_rows(t["path"])
+                step["hudi_rs"] = hudi_rows(t["path"], t.get("storage_options"))
                 if op.get("datasource"):
-                    step["datasource"] = rows_of(spark.read.format("tidemark").load(t["path"]))
+                    reader = spark.read.format("tidemark").options(**(t.get("storage_options") or {}))
+                    step["datasource"] = rows_of(reader.load(t["path"]))
                 steps.append(step)
                 Path(spec["report"]).write_text(json.dumps(report))
             table.close()
