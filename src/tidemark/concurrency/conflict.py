@@ -99,7 +99,8 @@ def _written_keys(storage: Storage, stats: Iterable[WriteStat], instant_time: st
         if stat.num_inserts <= 0 or not stat.path:
             continue
         try:
-            table = read_data_file(storage.open_input(stat.path), path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
+            source = storage.open_ranged(stat.path)  # two columns: ranged reads of their chunks
+            table = read_data_file(source, path=stat.path, columns=[COMMIT_TIME, RECORD_KEY])
         except FileNotFoundError:  # cleaned since: its keys live on in a later version we also check
             continue
         mine = table.filter(pc.equal(table.column(COMMIT_TIME), instant_time))

@@ -220,7 +220,9 @@ class ArrowWritePipeline:
         files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
         pieces = []
         for f in files:
-            keys = read_data_file(view.storage.open_input(f.path), path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
+            # Two columns of the file: ranged reads of their chunks on an object store, not the file.
+            source = view.storage.open_ranged(f.path)
+            keys = read_data_file(source, path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
             pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
         if not pieces:
             tagged = frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))

@@ -20,16 +20,21 @@ from tidemark.storage.location import StorageLocation, storage_of
 
 
 def read_parquet_files(
-    spark: SparkSession, location: StorageLocation, paths: Sequence[str], schema: pa.Schema
+    spark: SparkSession, location: StorageLocation, paths: Sequence[str], schema: pa.Schema, *,
+    ranged: bool = False,
 ) -> DataFrame:
-    """A DataFrame of the rows of ``paths`` (relative to the table), only ``schema``'s columns."""
+    """A DataFrame of the rows of ``paths`` (relative to the table), only ``schema``'s columns.
+
+    ``ranged`` reads only those columns' chunks (ranged GETs, for a few columns of wide files: the
+    index's keys) instead of downloading each file in one request (for most of its columns)."""
     columns = list(schema.names)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         storage = storage_of(location)
         for batch in batches:
             for path in batch.column(0).to_pylist():
-                rows = read_data_file(storage.open_input(path), path=path, columns=columns)
+                source = storage.open_ranged(path) if ranged else storage.open_input(path)
+                rows = read_data_file(source, path=path, columns=columns)
                 yield from rows.select(columns).cast(schema).to_batches()
 
     names = spark.createDataFrame([(p,) for p in paths], "path string")

@@ -412,7 +412,8 @@ class SparkWritePipeline:
             from tidemark.engines.spark.object_files import read_parquet_files
             from tidemark.storage.location import location_of
 
-            existing = read_parquet_files(self.spark, location_of(view.storage), [f.path for f in files], key_arrow)
+            existing = read_parquet_files(self.spark, location_of(view.storage), [f.path for f in files], key_arrow,
+                                          ranged=True)  # three columns of each file: their chunks only
         return existing.select(
             F.col(key),
             F.col(PARTITION_PATH),
