@@ -11,8 +11,24 @@
 #
 # Needs root (apt-get). Quiet unless something fails.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 log() { printf '[install-services] %s\n' "$*" >&2; }
+
+# Azurite, Microsoft's Azure Storage emulator (npm), for the az:// tests (tests/azurite_server.py):
+# into .tools/azurite with the machine's Node.js and npm, no root needed. 3.35.0 is the last
+# release that runs on Node.js 20 (3.36+ need 22). About 190 MB of node_modules.
+AZURITE_VERSION=3.35.0
+if [ "${TIDEMARK_AZURITE:-1}" = "1" ] && [ ! -x .tools/azurite/node_modules/.bin/azurite-blob ]; then
+  if command -v npm >/dev/null 2>&1; then
+    log "installing azurite@$AZURITE_VERSION (npm) into .tools/azurite"
+    mkdir -p .tools/azurite
+    npm install --prefix .tools/azurite --no-audit --no-fund --silent "azurite@$AZURITE_VERSION" >&2 ||
+      { log "npm install azurite failed"; exit 1; }
+  else
+    log "npm not found: the az:// tests need Azurite (install Node.js and npm, then run this again)"
+  fi
+fi
 
 packages=()
 [ -f /usr/share/java/zookeeper.jar ] || packages+=(zookeeper)

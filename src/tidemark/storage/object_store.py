@@ -85,8 +85,10 @@ def _store_config(scheme: str, options: Mapping[str, str]) -> tuple[dict[str, An
         elif name == "allow_http":
             config["allow_http"] = str(value)
         elif name.startswith(prefix):
-            short = name[len(prefix):]
-            config["endpoint" if short == "endpoint_url" else short] = str(value)
+            # As given: object_store knows the prefixed keys hudi-rs and delta-rs take
+            # (aws_endpoint_url, azure_storage_account_name, google_service_account, ...); some,
+            # such as azure_storage_account_key, have no unprefixed spelling at all.
+            config[name] = str(value)
         elif name.startswith(("aws_", "google_", "azure_")):
             continue  # another store's key (options shared between stores): not ours
         else:
@@ -107,8 +109,9 @@ def _make_store(uri: str, options: Mapping[str, str]) -> Any:
         if scheme == "gs":
             return GCSStore(bucket, config=config, **kwargs)
         container, _, account = bucket.partition("@")
-        if account:  # abfs[s]://container@account.dfs.core.windows.net/prefix
-            config.setdefault("account_name", account.split(".", 1)[0])
+        if account and not any(k.endswith("account_name") for k in config):
+            # abfs[s]://container@account.dfs.core.windows.net/prefix names the account itself
+            config["account_name"] = account.split(".", 1)[0]
         return AzureStore(container, config=config, **kwargs)
     except Exception as exc:  # obstore raises on unknown keys and missing settings
         from tidemark.errors import ConfigError
