@@ -2,8 +2,8 @@
 
 Azure: Azurite (tests/azurite_server.py, installed by scripts/install-services.sh) serves the Blob
 API with conditional puts, so an ``az://`` / ``abfs://`` table is written, read, raced and
-checked against hudi-rs as an S3 one is. GCS: no emulator here implements the conditional XML
-requests obstore sends, so the ``gs://`` checks are those that need no server: URIs, option
+checked against hudi-rs as an S3 one is. GCS: the registries' one emulator, fake-gcs-server,
+refuses obstore's XML-API PUTs, so the ``gs://`` checks are those that need no server: URIs, option
 mapping, secrets, and a typed error within the configured bound from an endpoint that does not
 answer (``gcs_base_url`` of a service-account key, as for any GCS-compatible endpoint).
 """
