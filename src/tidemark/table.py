@@ -51,11 +51,12 @@ from tidemark.write.table_setup import create_table, open_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.engines.base import Engine, PipelineFactory
+    from tidemark.engines.base import Engine
     from tidemark.merge import RecordMerger
     from tidemark.services.cluster import ClusteringProgress
     from tidemark.services.compaction import CompactionResult
     from tidemark.services.upgrade import UpgradeResult
+    from tidemark.write.engine import WritePipelines
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ class Table:
         wanted = self.write_config if options is None else resolve_write_config(resolve_writer_options(options))
         return change_writer_settings(self.storage, self.write_config, wanted)
 
-    def _pipeline_factory(self) -> PipelineFactory:
+    def _pipelines(self) -> WritePipelines[Any]:
         from tidemark.merge import MergeConfig
         from tidemark.write.client import bucket_spec
         from tidemark.write.engine import TableLayout
@@ -243,7 +244,7 @@ class Table:
         from tidemark.write.reruns import write_with_reruns
 
         self._check_writer(record=True)
-        client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
+        client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
                              protocol=self._protocol())
         if partition_paths is None:
             def write() -> WriteOutcome:
