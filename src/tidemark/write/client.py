@@ -6,31 +6,24 @@
     write file groups                      (engine tasks; markers first)
     complete: conflict checks, publish     (commit protocol; under the lock)
 
-On a write conflict the write is rolled back and, if
-``hoodie.write.num.retries.on.conflict.failures`` allows, run again from the
-start with a new instant against the new state of the table.
+Each attempt runs in the engine's write session. On a write conflict the attempt is rolled
+back and, if ``hoodie.write.num.retries.on.conflict.failures`` allows, run again from the
+start with a new instant against the new state of the table; a write that lost to a
+clustering runs again too (the one retry loop: :mod:`tidemark.write.retry`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic
 
 import pyarrow as pa
 
-from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
-from tidemark.errors import (
-    CommitError,
-    EarlyConflictError,
-    HeartbeatExpiredError,
-    SchemaConflictError,
-    WriteConflictError,
-)
+from tidemark.errors import CommitError, EarlyConflictError
 from tidemark.format.bloom import footer_size
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
@@ -53,11 +46,11 @@ from tidemark.write.engine import FrameT, WorkloadProfile, WritePipeline, WriteP
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.operation import Overwrite, WriteOperation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.retry import WriteSession, run_with_retries
 from tidemark.write.spec import WriteSpec
 from tidemark.write.validate import check_key_types, check_storable, require_columns
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -80,12 +73,16 @@ class WriteClient(Generic[FrameT]):
         pipelines: WritePipelines[FrameT],
         *,
         protocol: CommitProtocol | None = None,
+        session: WriteSession = contextlib.nullcontext,
     ) -> None:
+        """``session``: the engine's write session, entered around each attempt (it makes the
+        engine's errors typed: a data file found gone raises DataFileNotFoundError)."""
         self.storage = storage
         self.table_config = table_config
         self.config = config
         self.pipelines = pipelines
         self.protocol = protocol or CommitProtocol(storage, config)
+        self.session = session
         self.merge_config = MergeConfig.of_table(table_config)
         self.bucket = bucket_spec(table_config)
 
@@ -137,34 +134,8 @@ class WriteClient(Generic[FrameT]):
         return self._with_retries(lambda: self._delete_partitions_once(paths, table_schema))
 
     def _with_retries(self, write_once: Callable[[], WriteOutcome]) -> WriteOutcome:
-        retries = self.config.retries_on_conflict
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                outcome = write_once()
-                return replace(outcome, attempts=attempt)
-            except (WriteConflictError, HeartbeatExpiredError) as conflict:
-                if attempt > retries or isinstance(conflict, SchemaConflictError):  # a rerun is refused
-                    raise
-                log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
-                if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
-                    # Retrying at once would run into the same live writer again.
-                    self._wait_for_writer(conflict.conflicting_instant)
-
-    def _wait_for_writer(self, instant_time: str) -> None:
-        """Wait until ``instant_time`` is no longer pending, or its heartbeat expired."""
-        policy = HeartbeatPolicy(self.config.heartbeat_interval_ms, self.config.heartbeat_tolerable_misses)
-        deadline = time.monotonic() + policy.expiry_ms / 1000
-        pause = 0.05
-        while time.monotonic() < deadline:
-            timeline = Timeline.load(self.storage)
-            if not any(i.requested_time == instant_time for i in timeline.pending):
-                return
-            if policy.is_expired(self.storage, instant_time):
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+        outcome, attempts = run_with_retries(write_once, self.session, self.storage, self.config)
+        return replace(outcome, attempts=attempts)
 
     @contextlib.contextmanager
     def _markers_for(
