@@ -266,10 +266,10 @@ class ArrowWritePipeline:
         return frame.append_column(FILE_ID_COLUMN, assignment.file_ids(frame, PARTITION_PATH))
 
     # -- routing and writing ------------------------------------------------------------
-    def partition_counts(self, inserts: pa.Table) -> dict[str, int]:
-        if inserts.num_rows == 0:
+    def partition_counts(self, rows: pa.Table) -> dict[str, int]:
+        if rows.num_rows == 0:
             return {}
-        grouped = inserts.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
+        grouped = rows.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
         return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column(f"{RECORD_KEY}_count").to_pylist(),
                         strict=True))
 

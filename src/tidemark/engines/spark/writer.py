@@ -342,8 +342,10 @@ class SparkWritePipeline:
         self, batch: DataFrame, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
     ) -> Tagged[DataFrame]:
         """:meth:`tag` (or every key new), kept and counted by :meth:`persist_profiled`."""
-        new = batch.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
-        tagged = self.tag(batch, view) if find_existing else new
+        if find_existing:
+            tagged = self.tag(batch, view)
+        else:
+            tagged = batch.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
         kept, profile = self.persist_profiled(tagged)
         return Tagged(kept.filter(F.col(FILE_ID_COLUMN).isNull()) if drop_existing else kept, profile)
 
