@@ -299,7 +299,7 @@ class WriteClient(Generic[FrameT]):
         from tidemark.errors import InvalidInputError
 
         operation = WriteOperation.DELETE_PARTITION
-        if self.config.non_blocking:  # a replacecommit: log-only writers cannot run it
+        if self.config.non_blocking and operation.replaces_base_files:  # a replacecommit: not log-only
             refuse_base_file_operation(operation.value)
         self._require_partitioned()
         protocol = self.protocol
