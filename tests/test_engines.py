@@ -172,13 +172,10 @@ def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monke
     from tidemark.engines.spark import writer as spark_writer
     from tidemark.engines.spark.writer import SparkWritePipeline
     from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
-    from tidemark.write.file_group import WriteSpec
     from tidemark.write.plan import InsertBucket
 
     layout = TableLayout(("id",), ("city",), (), False)
-    spec = WriteSpec(base_path="/nonexistent", instant_time="", schema=pa.schema([]), ordering_fields=(),
-                     compression="snappy", max_file_size=1 << 27)
-    pipeline = SparkWritePipeline(spark, layout, spec, pa.schema([]), parallelism=0)
+    pipeline = SparkWritePipeline(spark, layout, pa.schema([]), parallelism=0)
     rows = [(str(i), ["sf", "la", "nyc"][i % 3], None) for i in range(3000)]
     ddl = f"_hoodie_record_key string, _hoodie_partition_path string, {FILE_ID_COLUMN} string"
     inserts = spark.createDataFrame(rows, ddl)
@@ -397,7 +394,6 @@ def test_a_broadcast_lookup_by_the_key_value_finds_the_same_records(
     new keys inserted, and hudi-rs reads the same table."""
     from tidemark.engines.spark.writer import SparkWritePipeline
     from tidemark.write.engine import TableLayout
-    from tidemark.write.file_group import WriteSpec
 
     schema = f"k {key_type}, ts long, v string"
     key = (lambda i: str(i)) if key_type == "string" else (lambda i: i)
@@ -409,9 +405,7 @@ def test_a_broadcast_lookup_by_the_key_value_finds_the_same_records(
     assert sorted(rows_of(t.read().toArrow(), ["k", "v"])) == expected
     assert sorted(rows_of(hudi_rs_read(t.path), ["k", "v"])) == expected
 
-    spec = WriteSpec(base_path=t.path, instant_time="", schema=pa.schema([]), ordering_fields=(),
-                     compression="snappy", max_file_size=1 << 27)
     user = t.schema
     assert user is not None
-    pipeline = SparkWritePipeline(spark, TableLayout(("k",), (), ("ts",), False), spec, user, parallelism=0)
+    pipeline = SparkWritePipeline(spark, TableLayout(("k",), (), ("ts",), False), user, parallelism=0)
     assert pipeline._integer_key() == (None if key_type == "string" else "k")

@@ -51,11 +51,12 @@ from tidemark.write.table_setup import create_table, open_table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from tidemark.engines.base import Engine, PipelineFactory
+    from tidemark.engines.base import Engine
     from tidemark.merge import RecordMerger
     from tidemark.services.cluster import ClusteringProgress
     from tidemark.services.compaction import CompactionResult
     from tidemark.services.upgrade import UpgradeResult
+    from tidemark.write.engine import WritePipelines
 
 log = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ class Table:
         wanted = self.write_config if options is None else resolve_write_config(resolve_writer_options(options))
         return change_writer_settings(self.storage, self.write_config, wanted)
 
-    def _pipeline_factory(self) -> PipelineFactory:
+    def _pipelines(self) -> WritePipelines[Any]:
         from tidemark.merge import MergeConfig
         from tidemark.write.client import bucket_spec
         from tidemark.write.engine import TableLayout
@@ -239,24 +240,18 @@ class Table:
         return self.engine.pipelines(layout, self.write_config)
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
-        from tidemark.write.client import WriteClient, WriteOutcome
-        from tidemark.write.reruns import write_with_reruns
+        from tidemark.write.client import WriteClient
 
         self._check_writer(record=True)
-        client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
-                             protocol=self._protocol())
+        client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
+                             protocol=self._protocol(), session=self.engine.write_session)
         if partition_paths is None:
-            def write() -> WriteOutcome:
-                return client.write(operation, data, self.schema)
+            outcome = client.write(operation, data, self.schema)
         else:
-            def write() -> WriteOutcome:
-                return client.delete_partitions(partition_paths, self.schema)
-        outcome, reruns = write_with_reruns(
-            write, self.engine.write_session, self.storage, retries_on_conflict=self.write_config.retries_on_conflict
-        )
+            outcome = client.delete_partitions(partition_paths, self.schema)
         if outcome.schema is not None:
             self._adopt_schema(outcome.schema)
-        result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts + reruns)
+        result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
         run_after_write(
             self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
             compact=self.compact, clean=lambda: self._clean(rollback_failed=False), archive=self.archive,

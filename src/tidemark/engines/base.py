@@ -25,10 +25,9 @@ from tidemark.read.plan import ReadPlan
 from tidemark.services.cluster import ClusteringExecutor
 from tidemark.services.compaction import SliceRunner
 from tidemark.storage import Storage
-from tidemark.write.client import PipelineFactory  # (spec, user schema, operation) -> one write's pipeline
-from tidemark.write.engine import TableLayout
+from tidemark.write.engine import TableLayout, WritePipelines
 
-__all__ = ["Engine", "PipelineFactory", "missing_data_files", "typed_engine_errors"]
+__all__ = ["Engine", "missing_data_files", "typed_engine_errors"]
 
 
 class Engine(Protocol):
@@ -38,8 +37,9 @@ class Engine(Protocol):
     def session(self) -> Any:
         """The engine's session (a SparkSession), or None for the in-process engine."""
 
-    def pipelines(self, layout: TableLayout, config: WriteConfig) -> PipelineFactory:
-        """Builds the pipeline of each write (one per write: pipelines hold per-write state)."""
+    def pipelines(self, layout: TableLayout, config: WriteConfig) -> WritePipelines[Any]:
+        """One table's writes: its batches, and a new pipeline for each write (pipelines hold
+        per-write state). Typed over the engine's frame (see :mod:`tidemark.write.engine`)."""
 
     def write_session(self) -> contextlib.AbstractContextManager[None]:
         """The engine's settings for the span of one write, and its errors made typed: a data

@@ -6,30 +6,24 @@
     write file groups                      (engine tasks; markers first)
     complete: conflict checks, publish     (commit protocol; under the lock)
 
-On a write conflict the write is rolled back and, if
-``hoodie.write.num.retries.on.conflict.failures`` allows, run again from the
-start with a new instant against the new state of the table.
+Each attempt runs in the engine's write session. On a write conflict the attempt is rolled
+back and, if ``hoodie.write.num.retries.on.conflict.failures`` allows, run again from the
+start with a new instant against the new state of the table; a write that lost to a
+clustering runs again too (the one retry loop: :mod:`tidemark.write.retry`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic
 
 import pyarrow as pa
 
-from tidemark.concurrency.heartbeat import HeartbeatPolicy
 from tidemark.config import WriteConfig
-from tidemark.errors import (
-    CommitError,
-    EarlyConflictError,
-    HeartbeatExpiredError,
-    SchemaConflictError,
-    WriteConflictError,
-)
+from tidemark.errors import CommitError, EarlyConflictError
 from tidemark.format.bloom import footer_size
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.log_file import log_schema_json
@@ -48,15 +42,15 @@ from tidemark.timeline import Action, Instant, Timeline
 from tidemark.timeline.table_schema import latest_table_schema
 from tidemark.write.bucket import BucketAssignment, BucketSpec, existing_buckets, new_bucket_salt
 from tidemark.write.commit import CommitProtocol, PendingWrite
-from tidemark.write.engine import Frame, WorkloadProfile, WritePipeline
-from tidemark.write.file_group import WriteSpec
+from tidemark.write.engine import FrameT, WorkloadProfile, WritePipeline, WritePipelines
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.operation import Overwrite, WriteOperation
 from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.retry import WriteSession, run_with_retries
+from tidemark.write.spec import WriteSpec
 from tidemark.write.validate import check_key_types, check_storable, require_columns
 
 log = logging.getLogger(__name__)
-
 
 
 @dataclass(frozen=True)
@@ -68,26 +62,27 @@ class WriteOutcome:
     attempts: int = 1
 
 
-PipelineFactory = Callable[[WriteSpec, pa.Schema, str], WritePipeline]
-
-
-class WriteClient:
-    """Runs writes against one table with one engine."""
+class WriteClient(Generic[FrameT]):
+    """Runs writes against one table with one engine (its frames are ``FrameT``)."""
 
     def __init__(
         self,
         storage: Storage,
         table_config: TableConfig,
         config: WriteConfig,
-        make_pipeline: PipelineFactory,
+        pipelines: WritePipelines[FrameT],
         *,
         protocol: CommitProtocol | None = None,
+        session: WriteSession = contextlib.nullcontext,
     ) -> None:
+        """``session``: the engine's write session, entered around each attempt (it makes the
+        engine's errors typed: a data file found gone raises DataFileNotFoundError)."""
         self.storage = storage
         self.table_config = table_config
         self.config = config
-        self.make_pipeline = make_pipeline
+        self.pipelines = pipelines
         self.protocol = protocol or CommitProtocol(storage, config)
+        self.session = session
         self.merge_config = MergeConfig.of_table(table_config)
         self.bucket = bucket_spec(table_config)
 
@@ -120,14 +115,14 @@ class WriteClient:
         return evolution.schema
 
     def write(
-        self, operation: str | WriteOperation, frame: Frame, table_schema: pa.Schema | None
+        self, operation: str | WriteOperation, data: object, table_schema: pa.Schema | None
     ) -> WriteOutcome:
-        """Run ``operation`` with ``frame``'s rows (retried on conflicts as configured).
+        """Run ``operation`` with ``data``'s rows (retried on conflicts as configured).
 
-        ``delete_partition`` deletes the partitions that ``frame``'s rows belong to.
+        ``delete_partition`` deletes the partitions that ``data``'s rows belong to.
         """
         operation = WriteOperation.parse(operation)
-        return self._with_retries(lambda: self._write_once(operation, frame, table_schema))
+        return self._with_retries(lambda: self._write_once(operation, data, table_schema))
 
     def delete_partitions(self, partition_paths: Iterable[str], table_schema: pa.Schema | None) -> WriteOutcome:
         """Replace every file group of the named partitions with nothing (``delete_partition``).
@@ -139,50 +134,27 @@ class WriteClient:
         return self._with_retries(lambda: self._delete_partitions_once(paths, table_schema))
 
     def _with_retries(self, write_once: Callable[[], WriteOutcome]) -> WriteOutcome:
-        retries = self.config.retries_on_conflict
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                outcome = write_once()
-                return replace(outcome, attempts=attempt)
-            except (WriteConflictError, HeartbeatExpiredError) as conflict:
-                if attempt > retries or isinstance(conflict, SchemaConflictError):  # a rerun is refused
-                    raise
-                log.warning("write conflict (%s); retrying, attempt %d of %d", conflict, attempt + 1, retries + 1)
-                if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
-                    # Retrying at once would run into the same live writer again.
-                    self._wait_for_writer(conflict.conflicting_instant)
-
-    def _wait_for_writer(self, instant_time: str) -> None:
-        """Wait until ``instant_time`` is no longer pending, or its heartbeat expired."""
-        policy = HeartbeatPolicy(self.config.heartbeat_interval_ms, self.config.heartbeat_tolerable_misses)
-        deadline = time.monotonic() + policy.expiry_ms / 1000
-        pause = 0.05
-        while time.monotonic() < deadline:
-            timeline = Timeline.load(self.storage)
-            if not any(i.requested_time == instant_time for i in timeline.pending):
-                return
-            if policy.is_expired(self.storage, instant_time):
-                return
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+        outcome, attempts = run_with_retries(write_once, self.session, self.storage, self.config)
+        return replace(outcome, attempts=attempts)
 
     @contextlib.contextmanager
-    def _markers_for(self, pipeline: WritePipeline, pending: PendingWrite) -> Iterator[MarkerServer | None]:
-        """Set the pipeline's marker spec for this write; run the marker server around it if needed."""
+    def _markers_for(
+        self, pipeline: WritePipeline[FrameT], pending: PendingWrite, spec: WriteSpec
+    ) -> Iterator[tuple[WriteSpec, MarkerServer | None]]:
+        """``spec`` for this write's instant and markers, with the marker server (if the write
+        uses one) running around it."""
         early = self.config.early_conflict
         if early is not None:
             early = early.for_write(pending.instant_time, pending.seen or frozenset())
         if self.config.markers_type != MarkerType.TIMELINE_SERVER_BASED.value:
-            spec = MarkerSpec(MarkerType.DIRECT, early_conflict=early)
-            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time, markers=spec)
+            direct = MarkerSpec(MarkerType.DIRECT, early_conflict=early)
+            spec = replace(spec, instant_time=pending.instant_time, markers=direct)
             if early is None:
-                yield None
+                yield spec, None
                 return
             watcher = ConflictSignalWatcher(self.storage, pending.instant_time, pipeline.cancel_write).start()
             try:
-                yield None
+                yield spec, None
             except Exception as failure:
                 signalled = watcher.stop()
                 if signalled is not None and not isinstance(failure, EarlyConflictError):
@@ -201,9 +173,8 @@ class WriteClient:
             on_conflict=lambda _conflict: pipeline.cancel_write(),
         ).start()
         try:
-            spec = MarkerSpec(MarkerType.TIMELINE_SERVER_BASED, server_url=server.url, early_conflict=early)
-            pipeline.spec = replace(pipeline.spec, instant_time=pending.instant_time, markers=spec)
-            yield server
+            served = MarkerSpec(MarkerType.TIMELINE_SERVER_BASED, server_url=server.url, early_conflict=early)
+            yield replace(spec, instant_time=pending.instant_time, markers=served), server
         finally:
             server.stop()
 
@@ -220,19 +191,18 @@ class WriteClient:
     def merge_on_read(self) -> bool:
         return self.table_config.table_type == MERGE_ON_READ
 
-    def _write_once(self, operation: WriteOperation, frame: Frame, table_schema: pa.Schema | None) -> WriteOutcome:
+    def _write_once(self, operation: WriteOperation, data: object, table_schema: pa.Schema | None) -> WriteOutcome:
         op_name, action = operation.hudi_name, operation.action(merge_on_read=self.merge_on_read)
         if self.config.non_blocking and operation.replaces_base_files:
             refuse_base_file_operation(operation.value)
         cfg = self.table_config
         keys_only = operation.keys_only
-        probe = self.make_pipeline(_spec(self, pa.schema([])), pa.schema([]), operation.value)
-        frame = probe.drop_meta_columns(frame)
-        incoming_schema = probe.schema_of(frame)
+        batch = self.pipelines.batch(data)
+        incoming_schema = self.pipelines.schema_of(batch)
         check_key_types(incoming_schema, cfg.record_key_fields, cfg.partition_fields)
         # A delete, or a write of no rows, on a table without a schema yet fixes none: the next
         # write of whole rows sets it (else the table would be stuck with the delete's columns).
-        fixes_schema = table_schema is None and not keys_only and not probe.is_empty(frame)
+        fixes_schema = table_schema is None and not keys_only and not self.pipelines.is_empty(batch)
         protocol = self.protocol
         protocol.prepare_for_write()
         snapshot = Timeline.load(self.storage)
@@ -245,49 +215,53 @@ class WriteClient:
             user_schema = self._user_schema(incoming_schema, table_schema)
         else:
             user_schema = self._evolved_schema(incoming_schema, table_schema)
-        pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation.value)
+        pipeline = self.pipelines.pipeline(user_schema, operation)
         view = FileSystemView(self.storage, snapshot)
-
-        # Everything that can reject the input happens before the instant is requested.
-        prepared = pipeline.prepare(
-            frame, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only
+        # The bucket index routes by key hash; bulk_insert writes into the buckets too.
+        dedup = operation.writes_rows and (
+            self.bucket is not None or operation is not WriteOperation.BULK_INSERT
+            or self.config.combine_before_bulk_insert
         )
-        if operation is WriteOperation.DELETE_PARTITION:
-            self._require_partitioned()
-            require_columns("partition", cfg.partition_fields, incoming_schema.names)
-            paths = sorted(pipeline.insert_counts(prepared))
-            return self._delete_partitions_once(paths, table_schema, prepared_for_write=True)
-        profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
         try:
-            tagged: Frame | None
+            # Everything that can reject the input happens before the instant is requested.
+            prepared = pipeline.prepare(
+                batch, allow_missing=self.config.set_null_for_missing_columns, keys_only=keys_only, dedup=dedup
+            )
+            if operation is WriteOperation.DELETE_PARTITION:
+                self._require_partitioned()
+                require_columns("partition", cfg.partition_fields, incoming_schema.names)
+                paths = sorted(pipeline.partition_counts(prepared))
+                return self._delete_partitions_once(paths, table_schema, prepared_for_write=True)
+            profile: WorkloadProfile | None = None  # simple index: counted before the instant is requested
+            tagged: FrameT | None
             if self.bucket is not None:
-                # The bucket index routes by key hash; bulk_insert writes into the buckets too.
-                batch = pipeline.dedup(prepared)
-                tagged = self._tag_buckets(operation, pipeline, batch, view)
-                tagged = pipeline.persist(tagged)
+                tagged = self._tag_buckets(operation, pipeline, prepared, view)
                 if self.config.non_blocking:
                     view = self._ensure_file_groups(pipeline, tagged, user_schema, view)
             elif operation is WriteOperation.BULK_INSERT:
-                batch = pipeline.dedup(prepared) if self.config.combine_before_bulk_insert else prepared
                 tagged = None
             else:
-                batch = pipeline.dedup(prepared)
-                tagged = pipeline.tag(batch, view) if operation.looks_up_keys else pipeline.untagged(batch)
-                tagged, profile = pipeline.persist_profiled(tagged)  # may reject null keys
-                if operation is WriteOperation.INSERT:
-                    tagged = self._apply_dup_policy(pipeline, tagged, profile)
+                policy = self.config.insert_dup_policy if operation is WriteOperation.INSERT else "none"
+                looked = pipeline.look_up(  # may reject null keys
+                    prepared, view, find_existing=operation.looks_up_keys, drop_existing=policy == "drop"
+                )
+                tagged, profile = looked.rows, looked.profile
+                if policy == "fail":
+                    _refuse_existing(profile)
 
             pending = protocol.start(op_name, action)
             pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
             try:
                 replaced: dict[str, list[str]] = {}
-                with self._markers_for(pipeline, pending) as server:
+                with self._markers_for(pipeline, pending, _spec(self, user_schema)) as (spec, server):
                     try:
                         if tagged is None:
                             protocol.inflight(pending)
-                            stats = pipeline.write_bulk(batch)
+                            stats = pipeline.write_bulk(spec, prepared)
                         else:
-                            stats, replaced = self._write_tagged(operation, pipeline, tagged, profile, view, pending)
+                            stats, replaced = self._write_tagged(
+                                operation, pipeline, spec, tagged, profile, view, pending
+                            )
                         if server is not None:
                             server.final_check()
                     except Exception as failure:
@@ -325,7 +299,7 @@ class WriteClient:
         from tidemark.errors import InvalidInputError
 
         operation = WriteOperation.DELETE_PARTITION
-        if self.config.non_blocking:  # a replacecommit: log-only writers cannot run it
+        if self.config.non_blocking and operation.replaces_base_files:  # a replacecommit: not log-only
             refuse_base_file_operation(operation.value)
         self._require_partitioned()
         protocol = self.protocol
@@ -356,8 +330,8 @@ class WriteClient:
         return WriteOutcome(instant, (), operation.hudi_name, schema)
 
     def _tag_buckets(
-        self, operation: WriteOperation, pipeline: WritePipeline, batch: Frame, view: FileSystemView
-    ) -> Frame:
+        self, operation: WriteOperation, pipeline: WritePipeline[FrameT], batch: FrameT, view: FileSystemView
+    ) -> FrameT:
         """Bucket index: each row's file group from its key's bucket; a bucket's current file group
         is found by listing (file ids start with the bucket number)."""
         assert self.bucket is not None
@@ -370,13 +344,17 @@ class WriteClient:
             # value and must still win against a concurrent, older insert of the key.
             only_existing=operation is WriteOperation.DELETE and not self.config.non_blocking,
         )
-        if operation is WriteOperation.INSERT and self.config.insert_dup_policy != "none":
+        policy = self.config.insert_dup_policy
+        if operation is WriteOperation.INSERT and policy != "none":
             # drop / fail need to know which keys exist: the one case that looks keys up.
-            batch = self._apply_dup_policy(pipeline, pipeline.tag(batch, view))
-        return pipeline.tag_buckets(batch, view, assignment)
+            looked = pipeline.look_up(batch, view, find_existing=True, drop_existing=policy == "drop")
+            if policy == "fail":
+                _refuse_existing(looked.profile)
+            batch = looked.rows
+        return pipeline.assign_buckets(batch, view, assignment)
 
     def _ensure_file_groups(
-        self, pipeline: WritePipeline, tagged: Frame, user_schema: pa.Schema, view: FileSystemView
+        self, pipeline: WritePipeline[FrameT], tagged: FrameT, user_schema: pa.Schema, view: FileSystemView
     ) -> FileSystemView:
         """Non-blocking writers only append logs: create the file groups of new buckets first
         (see :mod:`tidemark.write.nbcc`) and return a view that has them."""
@@ -397,25 +375,6 @@ class WriteClient:
                 "with other ids; write this table only with non_blocking_concurrency_control writers"
             )
         return view
-
-    def _apply_dup_policy(
-        self, pipeline: WritePipeline, tagged: Frame, profile: WorkloadProfile | None = None
-    ) -> Frame:
-        """insert's hoodie.datasource.insert.dup.policy; ``profile`` (if the batch was counted
-        already) spares the count that ``fail`` needs."""
-        from tidemark.errors import InvalidInputError
-
-        policy = self.config.insert_dup_policy
-        if policy == "drop":
-            return pipeline.only_new(tagged)
-        if policy == "fail":
-            found = (profile or pipeline.profile(tagged)).existing
-            if found:
-                raise InvalidInputError(
-                    f"{found} record(s) of the insert already exist in the table and "
-                    "hoodie.datasource.insert.dup.policy=fail; use upsert to update them"
-                )
-        return tagged
 
     def _record_size(self, timeline: Timeline) -> int:
         """Average bytes per record of the latest commit that wrote files, else the estimate.
@@ -474,8 +433,9 @@ class WriteClient:
     def _write_tagged(
         self,
         operation: WriteOperation,
-        pipeline: WritePipeline,
-        tagged: Frame,
+        pipeline: WritePipeline[FrameT],
+        spec: WriteSpec,
+        tagged: FrameT,
         profile: WorkloadProfile | None,
         view: FileSystemView,
         pending: PendingWrite,
@@ -491,9 +451,9 @@ class WriteClient:
             weights = None if profile is None else self._write_weights(
                 latest, profile, (), updates_written=True, record_size=self._record_size(view.timeline)
             )
-            return pipeline.write_file_groups(rows, base_files, weights), replaced
+            return pipeline.write_file_groups(spec, rows, base_files, weights), replaced
         if self.bucket is not None:
-            return self._write_buckets(operation, pipeline, tagged, view, pending, base_files)
+            return self._write_buckets(operation, pipeline, spec, tagged, view, pending, base_files)
         # Merge-on-read: inserts always start new file groups (base files), so every key stays
         # findable from base files alone and existing groups only ever get logs appended.
         small_files = operation.tops_up_small_files and not self.merge_on_read
@@ -516,16 +476,17 @@ class WriteClient:
         rows = pipeline.route(tagged, buckets)
         if self.config.early_conflict is not None:
             existing = {(b.partition_path, b.file_id) for b in buckets if b.base_file}
-            existing |= pipeline.file_groups_of(pipeline.split(tagged)[0])
+            existing |= pipeline.file_groups_of(tagged)  # the file groups of existing keys
             existing |= {(p, f) for p, ids in replaced.items() for f in ids}
             self._check_early(pending, existing)
-        return pipeline.write_file_groups(rows, base_files, weights), replaced
+        return pipeline.write_file_groups(spec, rows, base_files, weights), replaced
 
     def _write_buckets(
         self,
         operation: WriteOperation,
-        pipeline: WritePipeline,
-        tagged: Frame,
+        pipeline: WritePipeline[FrameT],
+        spec: WriteSpec,
+        tagged: FrameT,
         view: FileSystemView,
         pending: PendingWrite,
         base_files: dict[tuple[str, str], str],
@@ -533,15 +494,26 @@ class WriteClient:
         """Bucket index: every row already carries its bucket's file id; write those file groups."""
         replaced: dict[str, list[str]] = {}
         if operation.overwrite is not Overwrite.NONE:
-            replaced = _replaced_groups(view, operation.overwrite, set(pipeline.insert_counts(tagged)))
+            replaced = _replaced_groups(view, operation.overwrite, set(pipeline.partition_counts(tagged)))
             base_files = {}
         self.protocol.inflight(pending)
-        rows = pipeline.upsert_rows(tagged, None)
+        rows = pipeline.route(tagged, None)  # every row carries its bucket's file id
         if self.config.early_conflict is not None:
             existing = {key for key in pipeline.file_groups_of(rows) if key in base_files}
             existing |= {(p, f) for p, ids in replaced.items() for f in ids}
             self._check_early(pending, existing)
-        return pipeline.write_file_groups(rows, base_files), replaced
+        return pipeline.write_file_groups(spec, rows, base_files), replaced
+
+
+def _refuse_existing(profile: WorkloadProfile) -> None:
+    """insert's ``hoodie.datasource.insert.dup.policy=fail``: no key of the batch may exist."""
+    from tidemark.errors import InvalidInputError
+
+    if profile.existing:
+        raise InvalidInputError(
+            f"{profile.existing} record(s) of the insert already exist in the table and "
+            "hoodie.datasource.insert.dup.policy=fail; use upsert to update them"
+        )
 
 
 def _replaced_groups(view: FileSystemView, overwrite: Overwrite, partitions: set[str]) -> dict[str, list[str]]:

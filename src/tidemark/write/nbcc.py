@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import NoReturn
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,19 +41,18 @@ from tidemark.markers import IOType, MarkerSpec, open_marker_writer
 from tidemark.storage import Storage
 
 MODE_KEY = "hoodie.write.concurrency.mode"
-REFUSED_OPERATIONS = ("bulk_insert", "insert_overwrite", "insert_overwrite_table", "delete_partition")
 
 
-def refuse_base_file_operation(operation: str) -> None:
-    """Raise ConfigError for an operation that non-blocking writers cannot run."""
-    if operation in REFUSED_OPERATIONS or operation == "cluster":
-        raise ConfigError(
-            f"{operation} writes or replaces base files, which non_blocking_concurrency_control writers never do "
-            f"(they only append logs, so they need no conflict checks); use upsert, insert or delete, or run "
-            f"{operation} from a writer with {MODE_KEY}=optimistic_concurrency_control while no "
-            "non-blocking writer runs",
-            key=MODE_KEY,
-        )
+def refuse_base_file_operation(operation: str) -> NoReturn:
+    """Raise ConfigError: ``operation`` (a write operation whose ``replaces_base_files``, or
+    ``cluster``) writes or replaces base files, which non-blocking writers cannot run."""
+    raise ConfigError(
+        f"{operation} writes or replaces base files, which non_blocking_concurrency_control writers never do "
+        f"(they only append logs, so they need no conflict checks); use upsert, insert or delete, or run "
+        f"{operation} from a writer with {MODE_KEY}=optimistic_concurrency_control while no "
+        "non-blocking writer runs",
+        key=MODE_KEY,
+    )
 
 
 def empty_base_writer(storage: Storage, schema: pa.Schema, compression: str) -> Callable[[str, str, str], WriteStat]:
@@ -77,7 +77,7 @@ def empty_base_writer(storage: Storage, schema: pa.Schema, compression: str) -> 
     return write_base
 
 
-__all__ = ["REFUSED_OPERATIONS", "empty_base_writer", "refuse_base_file_operation"]
+__all__ = ["empty_base_writer", "refuse_base_file_operation"]
 
 
 def check_table_supports(write_config: WriteConfig, config: TableConfig) -> None:

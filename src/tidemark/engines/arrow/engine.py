@@ -10,14 +10,14 @@ import pyarrow as pa
 from tidemark.config import WriteConfig
 from tidemark.engines.arrow.cluster import ArrowExecutor
 from tidemark.engines.arrow.reader import read_plan
-from tidemark.engines.arrow.writer import ArrowWritePipeline
-from tidemark.engines.base import PipelineFactory, typed_engine_errors
+from tidemark.engines.arrow.writer import ArrowWrites
+from tidemark.engines.base import typed_engine_errors
 from tidemark.merge import RecordMerger
 from tidemark.read.plan import ReadPlan
 from tidemark.services.cluster import ClusteringExecutor
 from tidemark.services.compaction import SliceRunner
 from tidemark.storage import Storage
-from tidemark.write.engine import TableLayout
+from tidemark.write.engine import TableLayout, WritePipelines
 
 
 class ArrowEngine:
@@ -27,8 +27,8 @@ class ArrowEngine:
     def session(self) -> Any:
         return None
 
-    def pipelines(self, layout: TableLayout, config: WriteConfig) -> PipelineFactory:
-        return lambda spec, schema, operation: ArrowWritePipeline(layout, spec, schema)
+    def pipelines(self, layout: TableLayout, config: WriteConfig) -> WritePipelines[pa.Table]:
+        return ArrowWrites(layout)
 
     def write_session(self) -> contextlib.AbstractContextManager[None]:
         return typed_engine_errors()

@@ -23,9 +23,10 @@ from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
 from tidemark.write.bucket import BucketAssignment
-from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
+from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.key_pruning import files_that_may_hold
+from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import (
     ambiguous_key_error,
@@ -70,12 +71,36 @@ def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool
     return {str(p): keys.take(pa.array(g)) for p, g in zip(encoded.dictionary.to_pylist(), groups, strict=True)}
 
 
+class ArrowWrites:
+    """One table's writes on the Arrow engine (:class:`tidemark.write.engine.WritePipelines`)."""
+
+    def __init__(self, layout: TableLayout) -> None:
+        self.layout = layout
+
+    def batch(self, data: object) -> pa.Table:
+        """The batch as a pyarrow Table without meta columns, its types made readable by every Hudi
+        reader (nanosecond timestamps to microseconds, ...; UnsupportedTypeError if that would
+        lose information)."""
+        table = as_arrow_table(data)
+        return storable_arrow_table(table.drop_columns([c for c in table.column_names if c in META_COLUMNS]))
+
+    def schema_of(self, batch: pa.Table) -> pa.Schema:
+        return batch.schema
+
+    def is_empty(self, batch: pa.Table) -> bool:
+        return batch.num_rows == 0
+
+    def pipeline(self, user_schema: pa.Schema, operation: WriteOperation) -> ArrowWritePipeline:
+        return ArrowWritePipeline(self.layout, user_schema)
+
+
 class ArrowWritePipeline:
+    """One write's steps in this process (:class:`tidemark.write.engine.WritePipeline`)."""
+
     marker_server_host = "127.0.0.1"  # the "tasks" run in this process
 
-    def __init__(self, layout: Any, spec: WriteSpec, user_schema: pa.Schema) -> None:
+    def __init__(self, layout: TableLayout, user_schema: pa.Schema) -> None:
         self.layout = layout
-        self.spec = spec
         self.user_schema = user_schema
 
     def file_groups_of(self, rows: pa.Table) -> set[tuple[str, str]]:
@@ -88,30 +113,21 @@ class ArrowWritePipeline:
         next marker request is refused once a conflict is known."""
 
     # -- frame helpers ------------------------------------------------------------------
-    def schema_of(self, frame: pa.Table) -> pa.Schema:
-        return frame.schema
-
-    def drop_meta_columns(self, frame: Any) -> pa.Table:
-        """The batch as a pyarrow Table without meta columns, its types made readable by every Hudi
-        reader (nanosecond timestamps to microseconds, ...; UnsupportedTypeError if that would
-        lose information)."""
-        table = as_arrow_table(frame)
-        return storable_arrow_table(table.drop_columns([c for c in table.column_names if c in META_COLUMNS]))
-
-    def is_empty(self, frame: pa.Table) -> bool:
-        return frame.num_rows == 0
-
-    def untagged(self, frame: pa.Table) -> pa.Table:
-        return frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
-
-    def persist(self, frame: pa.Table) -> pa.Table:
-        return frame
-
     def release(self) -> None:
-        return None
+        return None  # nothing is kept beyond the tables the client holds
 
-    def persist_profiled(self, tagged: pa.Table) -> tuple[pa.Table, WorkloadProfile]:
-        return tagged, self.profile(tagged)
+    def look_up(
+        self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
+    ) -> Tagged[pa.Table]:
+        if find_existing:
+            tagged = self.tag(batch, view)
+        else:
+            tagged = batch.append_column(FILE_ID_COLUMN, pa.nulls(batch.num_rows, pa.string()))
+        profile = self.profile(tagged)
+        return Tagged(self.only_new(tagged) if drop_existing else tagged, profile)
+
+    def assign_buckets(self, batch: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
+        return self.tag_buckets(batch, view, assignment)
 
     def profile(self, tagged: pa.Table) -> WorkloadProfile:
         # Null keys were rejected by prepare(): this engine has the whole batch in memory.
@@ -119,7 +135,7 @@ class ArrowWritePipeline:
         groups = found.select([PARTITION_PATH, FILE_ID_COLUMN]).group_by([PARTITION_PATH, FILE_ID_COLUMN]).aggregate([])
         updated = zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
         return WorkloadProfile(
-            inserts=self.insert_counts(self.only_new(tagged)),
+            inserts=self.partition_counts(self.only_new(tagged)),
             existing=found.num_rows,
             updated=frozenset((partition or "", file_id) for partition, file_id in updated),
         )
@@ -143,7 +159,7 @@ class ArrowWritePipeline:
         return rows.append_column(OP_COLUMN, pa.array([OP_DELETE] * rows.num_rows, pa.string()))
 
     # -- preparing the batch ------------------------------------------------------------
-    def prepare(self, frame: pa.Table, *, allow_missing: bool, keys_only: bool) -> pa.Table:
+    def prepare(self, frame: pa.Table, *, allow_missing: bool, keys_only: bool, dedup: bool = False) -> pa.Table:
         layout = self.layout
         names = frame.column_names
         require_columns("record key", layout.record_key_fields, names)
@@ -184,7 +200,7 @@ class ArrowWritePipeline:
                 hive_style=layout.hive_style, url_encode=layout.url_encode,
             )
             frame = frame.append_column(PARTITION_PATH, paths)
-        return frame
+        return self.dedup(frame) if dedup else frame
 
     def dedup(self, frame: pa.Table) -> pa.Table:
         """One record per key, merged with the table's merger (for commit-time and event-time
@@ -252,14 +268,16 @@ class ArrowWritePipeline:
         return frame.append_column(FILE_ID_COLUMN, assignment.file_ids(frame, PARTITION_PATH))
 
     # -- routing and writing ------------------------------------------------------------
-    def insert_counts(self, inserts: pa.Table) -> dict[str, int]:
-        if inserts.num_rows == 0:
+    def partition_counts(self, rows: pa.Table) -> dict[str, int]:
+        if rows.num_rows == 0:
             return {}
-        grouped = inserts.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
+        grouped = rows.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
         return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column(f"{RECORD_KEY}_count").to_pylist(),
                         strict=True))
 
-    def route(self, tagged: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+    def route(self, tagged: pa.Table, buckets: Sequence[InsertBucket] | None) -> pa.Table:
+        if buckets is None:  # bucket index: every row has its file id
+            return self.upsert_rows(tagged, None)
         updates, inserts = self.split(tagged)
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
@@ -282,6 +300,7 @@ class ArrowWritePipeline:
 
     def write_file_groups(
         self,
+        spec: WriteSpec,
         rows: pa.Table,
         base_files: Mapping[tuple[str, str], str],
         weights: Mapping[tuple[str, str], int] | None = None,  # one process writes them in turn
@@ -298,16 +317,16 @@ class ArrowWritePipeline:
                            pc.equal(ordered.column(FILE_ID_COLUMN), file_id))
             stats.append(
                 write_file_group(
-                    self.spec, ordered.filter(mask), partition_path=partition, file_id=file_id,
+                    spec, ordered.filter(mask), partition_path=partition, file_id=file_id,
                     base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
                     task_partition=task,
                 )
             )
         return stats
 
-    def write_bulk(self, frame: pa.Table) -> list[WriteStat]:
-        return list(write_new_files(self.spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
+    def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
+        return list(write_new_files(spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
                                     task_partition=0))
 
 
-__all__ = ["ArrowWritePipeline", "FILE_NAME", "as_arrow_table"]
+__all__ = ["ArrowWritePipeline", "ArrowWrites", "FILE_NAME", "as_arrow_table"]

@@ -38,6 +38,7 @@ from tidemark.config.options import OPTIONS_BY_KEY
 from tidemark.config.resolve import parse_option
 from tidemark.errors import ConfigError, InvalidInputError, TableExistsError
 from tidemark.format.names import TEMP_DIR
+from tidemark.write.operation import Overwrite, WriteOperation
 
 OPERATION = "hoodie.datasource.write.operation"
 RECORD_KEY = "hoodie.datasource.write.recordkey.field"
@@ -55,7 +56,6 @@ _CANONICAL = {k.lower(): k for k in (*OPTIONS_BY_KEY, *_DATASOURCE_KEYS)}
 # Keys Spark itself passes to a data source; they are not table options.
 _SPARK_KEYS = {"path", "checkpointlocation"}
 _KEY_GENERATORS = {"simplekeygenerator", "complexkeygenerator", "nonpartitionedkeygenerator"}
-_OVERWRITE_OPERATIONS = {"insert_overwrite", "insert_overwrite_table"}
 STAGING_PREFIX = "datasource-"
 
 
@@ -91,7 +91,7 @@ class WriteRequest:
 
     table_class: Any  # tidemark.Table (pickled by reference)
     path: str
-    operation: str
+    operation: WriteOperation
     table_options: dict[str, str]
     schema: pa.Schema
     staging: str  # full path of this write's staging folder
@@ -99,19 +99,19 @@ class WriteRequest:
     datasource_options: dict[str, str] = field(default_factory=dict)
 
 
-def resolve_operation(datasource: Mapping[str, str], overwrite: bool) -> str:
+def resolve_operation(datasource: Mapping[str, str], overwrite: bool) -> WriteOperation:
     """The operation to run: Hudi's key, and mode("overwrite") as Hudi reads it.
 
     mode("overwrite") replaces the whole table (``insert_overwrite_table``) unless the operation
     already is an overwrite; deleting under mode("overwrite") makes no sense and is refused.
     """
-    operation = parse_datasource(OPERATION, datasource)
-    if overwrite and operation not in _OVERWRITE_OPERATIONS:
-        if operation in ("delete", "delete_partition"):
+    operation = WriteOperation.parse(parse_datasource(OPERATION, datasource))
+    if overwrite and operation.overwrite not in (Overwrite.BATCH_PARTITIONS, Overwrite.TABLE):
+        if operation.keys_only:  # delete, delete_partition
             raise ConfigError(
-                f"{OPERATION}={operation} cannot run with mode('overwrite'); use mode('append')", key=OPERATION
+                f"{OPERATION}={operation.value} cannot run with mode('overwrite'); use mode('append')", key=OPERATION
             )
-        operation = "insert_overwrite_table"
+        operation = WriteOperation.INSERT_OVERWRITE_TABLE
     return operation
 
 
@@ -186,7 +186,7 @@ def plan_write(table_class: Any, options: Mapping[str, str], spark_schema: Any, 
     schema = to_arrow_schema(spark_schema, timezone="UTC")
     table = open_or_create(table_class, path, datasource, table_options, schema if len(schema) else None)
     to_delete = _names(datasource.get(PARTITIONS_TO_DELETE)) if PARTITIONS_TO_DELETE in datasource else None
-    if to_delete is not None and operation != "delete_partition":
+    if to_delete is not None and operation is not WriteOperation.DELETE_PARTITION:
         raise ConfigError(f"{PARTITIONS_TO_DELETE} needs {OPERATION}=delete_partition", key=PARTITIONS_TO_DELETE)
     staging = os.path.join(table.path, TEMP_DIR, f"{STAGING_PREFIX}{uuid.uuid4().hex}")
     return WriteRequest(table_class, table.path, operation, dict(table_options), schema, staging, to_delete,
@@ -243,7 +243,7 @@ def remove_staging(request: WriteRequest) -> None:
 def run_operation(table: Any, request: WriteRequest, data: pa.Table) -> Any:
     """Run ``request.operation`` on ``table`` (Arrow engine) with ``data``; the CommitResult."""
     operation = request.operation
-    if operation == "delete_partition":
+    if operation is WriteOperation.DELETE_PARTITION:
         if request.partitions_to_delete is not None:
             return table.delete_partitions(list(request.partitions_to_delete))
         if data.num_rows == 0:
@@ -252,7 +252,7 @@ def run_operation(table: Any, request: WriteRequest, data: pa.Table) -> Any:
                 "to delete or hoodie.datasource.write.partitions.to.delete"
             )
         return table.delete_partitions(data)
-    return getattr(table, operation)(data)
+    return getattr(table, operation.value)(data)
 
 
 def commit_write(request: WriteRequest, messages: list[Any]) -> Any:

@@ -51,14 +51,15 @@ from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table, 
 from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
+from tidemark.format.names import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.write.bucket import BucketAssignment
-from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, WorkloadProfile
+from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group
 from tidemark.write.key_pruning import PruneStats
+from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
 
@@ -93,16 +94,14 @@ class SparkWritePipeline:
         self,
         spark: SparkSession,
         layout: TableLayout,
-        spec: WriteSpec,
         user_schema: pa.Schema,
         *,
         parallelism: int,
-        operation: str = "upsert",
+        operation: WriteOperation = WriteOperation.UPSERT,
     ) -> None:
         self.spark = spark
         self.operation = operation
         self.layout = layout
-        self.spec = spec
         self.user_schema = user_schema
         self.batch_partitions: list[str] | None = None  # found by prepare()
         self.batch_rows: int | None = None
@@ -121,13 +120,12 @@ class SparkWritePipeline:
         return task_reachable_host(self.spark)
 
     # -- running write jobs -----------------------------------------------------------------
-    def _run_write_job(self, frame: DataFrame) -> list[WriteStat]:
+    def _run_write_job(self, frame: DataFrame, instant: str) -> list[WriteStat]:
         """Collect the stats of a write job, run under a name (job group, or operation tag on
         Spark Connect) so that :meth:`cancel_write` can stop it
         (:func:`~tidemark.engines.spark.stats.run_stats_job`)."""
         if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
             raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
-        instant = self.spec.instant_time
         job = JobHandle(self.spark, f"tidemark-write-{instant}", f"tidemark write {instant}")
         self._job = job
         try:
@@ -145,8 +143,9 @@ class SparkWritePipeline:
         return {(r[0] or "", r[1]) for r in pairs.collect()}
 
     # -- preparing the batch -----------------------------------------------------------
-    def prepare(self, df: DataFrame, *, allow_missing: bool, keys_only: bool = False) -> DataFrame:
-        """Validate the batch and add the key and partition-path columns.
+    def prepare(self, df: DataFrame, *, allow_missing: bool, keys_only: bool = False, dedup: bool = False) -> DataFrame:
+        """Validate the batch and add the key and partition-path columns; with ``dedup``, then
+        one record per key (:meth:`dedup`).
 
         Raises MissingColumnError or SchemaMismatchError; raises NullRecordKeyError here, after
         one small Spark job, or later from :meth:`profile` / :meth:`persist_profiled` when the
@@ -183,7 +182,7 @@ class SparkWritePipeline:
         df = df.withColumns(keys)
         self._check_keys_and_find_partitions(df)
         self._arrived = df
-        return df
+        return self.dedup(df) if dedup else df
 
     def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
         """One small job: null keys (rejected) and the partitions the batch touches (for the index).
@@ -198,7 +197,7 @@ class SparkWritePipeline:
         fields = layout.record_key_fields
         paths_to_check = PARTITION_PATH in df.columns and self._partition_values_checked()
         if (
-            self.operation == "bulk_insert"
+            self.operation is WriteOperation.BULK_INSERT
             and not any(df.schema[name].nullable for name in fields)
             and not paths_to_check
             and not self._text_key_fields()
@@ -263,7 +262,7 @@ class SparkWritePipeline:
         batch's partitions (a partitioned table's simple index does) nor its counted size, and
         the batch dedup and index must handle null keys harmlessly (max_by dedup, simple index)."""
         layout = self.layout
-        if self.operation == "bulk_insert" or layout.bucket is not None or not layout.merge.max_by_dedup:
+        if self.operation is WriteOperation.BULK_INSERT or layout.bucket is not None or not layout.merge.max_by_dedup:
             return False
         if layout.partition_fields and PARTITION_PATH in df.columns:
             return False
@@ -338,18 +337,21 @@ class SparkWritePipeline:
         """One record per key, merged with the table's merger (:func:`.dedup.dedup_by_key`)."""
         return dedup_by_key(df, self.layout, self.user_schema)
 
-    # -- frame helpers ------------------------------------------------------------------
-    def schema_of(self, frame: DataFrame) -> pa.Schema:
-        return arrow_schema_of(frame)
+    # -- the seam's tagging steps (tidemark.write.engine.WritePipeline) -----------------
+    def look_up(
+        self, batch: DataFrame, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
+    ) -> Tagged[DataFrame]:
+        """:meth:`tag` (or every key new), kept and counted by :meth:`persist_profiled`."""
+        if find_existing:
+            tagged = self.tag(batch, view)
+        else:
+            tagged = batch.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
+        kept, profile = self.persist_profiled(tagged)
+        return Tagged(kept.filter(F.col(FILE_ID_COLUMN).isNull()) if drop_existing else kept, profile)
 
-    def drop_meta_columns(self, frame: DataFrame) -> DataFrame:
-        return frame.drop(*[c for c in frame.columns if c in META_COLUMNS])
-
-    def is_empty(self, frame: DataFrame) -> bool:
-        return bool(frame.isEmpty())
-
-    def untagged(self, frame: DataFrame) -> DataFrame:
-        return frame.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
+    def assign_buckets(self, batch: DataFrame, view: FileSystemView, assignment: BucketAssignment) -> DataFrame:
+        """:meth:`tag_buckets`, kept (:meth:`persist`)."""
+        return self.persist(self.tag_buckets(batch, view, assignment))
 
     def persist(self, frame: DataFrame) -> DataFrame:
         """``frame`` computed once, at its first use, and kept (memory, then disk) until
@@ -370,9 +372,6 @@ class SparkWritePipeline:
         kept, self._kept = self._kept, []
         for frame in kept:
             release_checkpoint(frame)
-
-    def only_new(self, tagged: DataFrame) -> DataFrame:
-        return tagged.filter(F.col(FILE_ID_COLUMN).isNull())
 
     def split(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame]:
         return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()), tagged.filter(F.col(FILE_ID_COLUMN).isNull())
@@ -495,8 +494,8 @@ class SparkWritePipeline:
         return df.mapInArrow(assign, out_schema)
 
     # -- routing inserts ----------------------------------------------------------------
-    def insert_counts(self, inserts: DataFrame) -> dict[str, int]:
-        return {r[0]: r[1] for r in inserts.groupBy(PARTITION_PATH).count().collect()}
+    def partition_counts(self, rows: DataFrame) -> dict[str, int]:
+        return {r[0]: r[1] for r in rows.groupBy(PARTITION_PATH).count().collect()}
 
     def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
         """Each insert's file group: the bucket whose hash range holds its key's hash.
@@ -520,12 +519,15 @@ class SparkWritePipeline:
         routed = joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid"))
         return routed.drop(HASH_COLUMN, "_b_pp", "_b_fid", "_b_low", "_b_high")
 
-    def route(self, tagged: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
-        """The rows to write: existing keys keep their file group, new keys get their bucket's.
+    def route(self, tagged: DataFrame, buckets: Sequence[InsertBucket] | None) -> DataFrame:
+        """The rows to write: existing keys keep their file group, new keys get their bucket's
+        (None: the bucket index gave every row its file group).
 
         With a few buckets this is one projection of the tagged batch, so the write reads it
         once; with many, the inserts are routed by :meth:`route_inserts` and put back.
         """
+        if buckets is None:
+            return self.upsert_rows(tagged, None)
         if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
             # The hash is a column of its own so that Spark computes it once, not once per bucket.
             file_id = F.coalesce(F.col(FILE_ID_COLUMN), bucket_of(buckets))
@@ -538,6 +540,7 @@ class SparkWritePipeline:
     # -- writing ------------------------------------------------------------------------
     def write_file_groups(
         self,
+        spec: WriteSpec,
         rows: DataFrame,
         base_files: Mapping[tuple[str, str], str],
         weights: Mapping[tuple[str, str], int] | None = None,
@@ -549,7 +552,6 @@ class SparkWritePipeline:
         (:mod:`tidemark.engines.spark.tasks`); otherwise, or for a group not in ``weights``,
         Spark hashes the file ids onto the tasks.
         """
-        spec = self.spec
         base_files = dict(base_files)  # shipped to the tasks with the function
 
         def write_group(table: pa.Table) -> pa.Table:
@@ -588,8 +590,9 @@ class SparkWritePipeline:
         else:
             tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
             grouped = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN).groupBy(PARTITION_PATH, FILE_ID_COLUMN)
-        return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL))
+        return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL), spec.instant_time)
 
-    def write_bulk(self, df: DataFrame) -> list[WriteStat]:
+    def write_bulk(self, spec: WriteSpec, df: DataFrame) -> list[WriteStat]:
         """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
-        return write_bulk(df, self.spec, self.layout, self.user_schema, self.parallelism, self._run_write_job)
+        return write_bulk(df, spec, self.layout, self.user_schema, self.parallelism,
+                          functools.partial(self._run_write_job, instant=spec.instant_time))
