@@ -194,15 +194,31 @@ __all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync",
            "record_if_maintained"]
 
 
+def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
+    """Whether :func:`keep_or_drop` would change nothing now (read only, no lock)."""
+    if not enabled or not maintained(storage):
+        return False
+    if set(storage.list_subdirs(METADATA_DIR)) - {FILES_PARTITION, ".hoodie"}:
+        return False
+    return in_sync(storage, Timeline.load(storage)) is None
+
+
 def guard_before_change(storage: Storage, lock: Any, *, enabled: bool) -> str:
     """Before any change, under the table lock: keep a metadata table's ``files`` partition if
     tidemark can maintain it (the others dropped), else remove the table as Hudi does with
     hoodie.metadata.enable=false (docs/metadata-table.md). Called at every guard, so one a
     Hudi writer recreated or left out of sync meanwhile is caught. Returns why something changed
-    ('' when nothing did)."""
+    ('' when nothing did).
+
+    The lock is taken only when something is to change: a metadata table already as tidemark
+    keeps it (only ``files``, in sync) is checked without it, so keeping one costs a write no
+    lock round trip of its own (and a single-writer command with a lock it cannot use on this
+    storage is not stopped by it). The check runs again under the lock inside every commit."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
+        return ""
+    if not lock.held and _kept_as_is(storage, enabled=enabled):
         return ""
     # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
     with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
