@@ -8,8 +8,8 @@ data instant completes. After each action hudi-rs (which lists files through the
 table) reads exactly what tidemark reads, and the files partition lists exactly the files in
 the partition folders, size for size. Crashes between the metadata deltacommit and the data
 instant, in real processes, leave nothing a reader trusts and the next writer removes the
-metadata table. Actions tidemark does not record (restore, rollback of a completed instant)
-remove it first, as before.
+metadata table. Restore and the rollback of a completed instant are recorded too (a
+deltacommit of their own time deleting the undone files), as Hudi's metadata writer does.
 """
 
 from __future__ import annotations
@@ -161,8 +161,14 @@ def test_a_crash_between_the_metadata_deltacommit_and_the_data_instant(tmp_path:
     assert "next-key" in {r[0] for r in _rows(table.read())} and "dead-key" not in {r[0] for r in _rows(table.read())}
 
 
-def test_restore_and_rollback_of_a_completed_instant_remove_it(tmp_path: Path) -> None:
-    """tidemark does not record undoing completed instants in the metadata table: it goes first."""
+def _mdt_times(path: Path) -> set[str]:
+    return {n.split(".")[0].split("_")[0] for n in os.listdir(path / METADATA_DIR / ".hoodie/timeline")
+            if n.endswith(".deltacommit")}
+
+
+def test_restore_and_rollback_of_a_completed_instant_are_recorded(tmp_path: Path) -> None:
+    """Undoing completed instants is recorded in the metadata table as Hudi does: a deltacommit
+    of the restore's (and each rollback's) time deletes the undone files; the table is kept."""
     path = _copy(tmp_path)
     table = tidemark.Table.open(str(path), spark=None)
     user = _user(path)
@@ -170,19 +176,25 @@ def test_restore_and_rollback_of_a_completed_instant_remove_it(tmp_path: Path) -
     table.savepoint(first.instant_time)
     _assert_true(path, table)  # a savepoint changes no listing: kept
     table.upsert(_fresh(user, "k2", "r2"))
-    table.restore(first.instant_time)
-    _assert_no_metadata_table(path)
-    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    restored = table.restore(first.instant_time)
+    _assert_true(path, table)
+    assert restored.restore_instant.requested_time in _mdt_times(path)
+    assert {r.rollback_instant.requested_time for r in restored.rollbacks} <= _mdt_times(path)
     assert "k2" not in {r[0] for r in _rows(table.read())}
+    table.upsert(_fresh(user, "k4", "r4"))  # the next writer keeps it: in sync
+    _assert_true(path, table)
 
     path = _copy(tmp_path / "again")
     table = tidemark.Table.open(str(path), spark=None)
     done = table.upsert(_fresh(_user(path), "k3", "r3"))
     _assert_true(path, table)
-    table.rollback(done.instant_time)
-    _assert_no_metadata_table(path)
-    assert _rows(hudi_rs_read(str(path))) == _rows(table.read())
+    rolled = table.rollback(done.instant_time)
+    _assert_true(path, table)
+    assert rolled.rollback_instant.requested_time in _mdt_times(path)
     assert "k3" not in {r[0] for r in _rows(table.read())}
+    table.upsert(_fresh(_user(path), "k5", "r5"))
+    _assert_true(path, table)
+    assert "k5" in {r[0] for r in _rows(hudi_rs_read(str(path)))}
 
 
 def test_unmaintained_partitions_are_dropped_properties_first(tmp_path: Path) -> None:
@@ -272,10 +284,11 @@ def test_a_table_tidemark_creates_with_a_metadata_table(tmp_path: Path, table_ty
     assert _ids(table.read()) == [(2, "y2"), (3, "z"), (4, "w"), (5, "v")]
 
 
-def test_without_the_option_a_created_table_has_none(tmp_path: Path) -> None:
-    """Not by default yet (docs/metadata-table.md says what is missing)."""
+def test_with_it_disabled_a_created_table_has_none(tmp_path: Path) -> None:
+    """By default a created table has one (tests/test_metadata_default.py); false leaves it out."""
     path = tmp_path / "t"
-    tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p")
+    tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p",
+                          options={"hoodie.metadata.enable": "false"})
     assert _props(path).get(PARTITIONS_KEY, "") == "" and not (path / METADATA_DIR).exists()
 
 

@@ -203,12 +203,11 @@ class Table:
         writer_settings.check(self.storage, mine, record=record)
         self._guard_metadata_table()
 
-    def _guard_metadata_table(self, *, remove: bool = False) -> None:
+    def _guard_metadata_table(self) -> None:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
         from tidemark.metadata.maintain import guard_before_change
 
-        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable,
-                                  remove=remove)
+        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable)
         if why:
             log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
@@ -531,7 +530,6 @@ class Table:
         a rolled-back commit (RolledBackConflictError). A restore a crash interrupted is
         finished by the next write or clean; until then every commit fails."""
         self._check_writer()
-        self._guard_metadata_table(remove=True)
         return timeline_ops.restore_to(self._protocol(), instant_time)
 
     def upgrade(self) -> UpgradeResult:

@@ -193,10 +193,19 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.metadata.enable",
         "true",
         parse_bool,
-        "Hudi's metadata table (.hoodie/metadata). tidemark does not maintain one yet, so before it "
-        "changes a table that has one it removes it the way Hudi does with false (clears "
-        "hoodie.table.metadata.partitions, then deletes the folder); a stale one would hide tidemark's "
-        "writes from Hudi readers and hudi-rs. Hudi writers with it enabled rebuild it from the files.",
+        "Hudi's metadata table (.hoodie/metadata). true (Hudi 1.x's default): a table tidemark creates "
+        "gets one, and every action keeps its files partition true (the partitions tidemark does not "
+        "maintain are dropped); false: a table is created without one, and a writer removes an existing "
+        "one the way Hudi does (clears hoodie.table.metadata.partitions, then deletes the folder). A "
+        "table without one (created with false, or written by a Hudi writer with it off) stays without.",
+    ),
+    Option(
+        "hoodie.metadata.compact.max.delta.commits",
+        "10",
+        parse_positive_int,
+        "Metadata table: deltacommits in its files partition's latest file slice that trigger a "
+        "compaction of the partition into a new HFile base file (then its old file slices are cleaned "
+        "and its timeline archived, behind the data table's).",
     ),
     Option(
         "hoodie.combine.before.insert",

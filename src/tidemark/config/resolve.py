@@ -100,6 +100,7 @@ class WriteConfig:
     log_block_format: str = "avro"
     bloom_filter: bool = True
     metadata_enable: bool = True  # hoodie.metadata.enable: false removes a metadata table, true keeps files
+    metadata_compact_max_delta_commits: int = 10
     clean: CleanConfig = field(default_factory=CleanConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
@@ -120,6 +121,7 @@ _FIELDS = {
     "compression": "hoodie.parquet.compression.codec",
     "bloom_filter": "hoodie.parquet.bloom.filter.enabled",
     "metadata_enable": "hoodie.metadata.enable",
+    "metadata_compact_max_delta_commits": "hoodie.metadata.compact.max.delta.commits",
     "combine_before_bulk_insert": "hoodie.combine.before.insert",
     "insert_dup_policy": "hoodie.datasource.insert.dup.policy",
     "set_null_for_missing_columns": "hoodie.write.set.null.for.missing.columns",

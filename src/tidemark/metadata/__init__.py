@@ -4,7 +4,9 @@ A metadata table that a writer does not update goes stale, and Hudi's readers an
 which list files through it, then miss new files and keep deleted ones. tidemark keeps its
 ``files`` partition true and drops the others (:mod:`tidemark.metadata.maintain`; records
 with :mod:`~tidemark.metadata.files_writer`, compacts with :mod:`~tidemark.metadata.compact`,
-creates with :mod:`~tidemark.metadata.create`, reads with :mod:`~tidemark.metadata.files`);
+cleans and archives with :mod:`~tidemark.metadata.timeline_service`, knows what rollbacks
+undid with :mod:`~tidemark.metadata.undone`, creates with :mod:`~tidemark.metadata.create`
+(every new table, by default), reads with :mod:`~tidemark.metadata.files`);
 when it cannot, it removes the table the way Hudi does when ``hoodie.metadata.enable=false``
 (:mod:`tidemark.metadata.disable`). See docs/metadata-table.md.
 """

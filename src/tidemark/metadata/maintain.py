@@ -18,8 +18,11 @@ publishes: the metadata deltacommit of the same time completes first, as Hudi or
 A crash between the two leaves a completed metadata deltacommit whose data instant is not
 completed; readers ignore its files (hudi-rs takes file slices only of completed data
 instants; tests/test_metadata_table.py checks it), and the next writer finds the tables out
-of sync and removes the metadata table. Actions not covered (clean, rollback and restore of
-completed instants) remove it before they change anything (:func:`drop_metadata_table`).
+of sync and removes the metadata table. A clean records outside the lock (see there); a
+rollback (of a pending or a completed instant, alone or in a restore) and a restore record
+the files they delete under their own instant times (:mod:`tidemark.metadata.undone`).
+After a compaction of the files partition its old slices are cleaned and its timeline
+archived (:mod:`tidemark.metadata.timeline_service`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from tidemark.metadata.compact import compact_files_partition
 from tidemark.metadata.disable import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY, drop_metadata_table
 from tidemark.metadata.files import FILES_DIR
 from tidemark.metadata.files_writer import TIMELINE, PartitionChange, files_group, record_instant
+from tidemark.metadata.timeline_service import clean_and_archive
+from tidemark.metadata.undone import undone_times
 from tidemark.storage import Storage
 from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.instant import parse_instant_file_name
@@ -44,9 +49,6 @@ FILES_PARTITION = "files"
 # Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
 _MIRRORED = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK,
              Action.RESTORE)
-# Pending data-table actions that may undo completed instants when tidemark finishes them (an
-# interrupted rollback or restore): while one is pending the metadata table is not kept.
-_UNCOVERED_PENDING = (Action.ROLLBACK, Action.RESTORE)
 _BOOTSTRAP_PREFIX = "0000000000"  # Hudi initialises each partition with deltacommits 00000000000000000, ...1, ...
 
 
@@ -79,6 +81,14 @@ def _metadata_instants(storage: Storage) -> tuple[dict[str, str], set[str], str 
     return completed, pending - set(completed), earliest
 
 
+def metadata_recorded(storage: Storage, instant_time: str) -> bool:
+    """Whether the metadata table has a completed deltacommit for the data instant ``instant_time``
+    (so it lists that instant's files)."""
+    if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR):
+        return False
+    return instant_time in _metadata_instants(storage)[0]
+
+
 def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     """Why the metadata table cannot be kept (None: it can).
 
@@ -86,8 +96,8 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     data instant of a mirrored action that completed after the metadata table's earliest
     completed instant has its completed deltacommit; no metadata deltacommit completed for a
     data instant (still on the active timeline's span) that did not complete (a crash between
-    the two, or a rollback since), a pending clean excepted; and no rollback or restore is
-    pending on the data timeline (finishing one may undo completed instants).
+    the two), a pending clean and the instants a rollback or restore undid or is undoing
+    excepted (they record their deletions under their own times).
     """
     if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR):
         return "it has no files partition folder"
@@ -98,8 +108,6 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     completed, _pending, earliest = _metadata_instants(storage)
     if earliest is None:
         return "its timeline has no completed instant"
-    if timeline.filter(actions=list(_UNCOVERED_PENDING), states=[State.REQUESTED, State.INFLIGHT]):
-        return "a rollback or restore is pending on the data timeline"
     for inst in timeline.completed:
         after = (inst.completion_time or "") > earliest
         if inst.action in _MIRRORED and after and inst.requested_time not in completed:
@@ -109,11 +117,14 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     # its deltacommit may complete first, listing as deleted only files already gone.
     cleaning = {i.requested_time for i in timeline.filter(actions=[Action.CLEAN], states=[State.REQUESTED,
                                                                                            State.INFLIGHT])}
+    undone: set[str] | None = None  # read only if needed: it opens the rollbacks' metadata
     for t in completed:
         if t.startswith(_BOOTSTRAP_PREFIX) or first_active is None or t < first_active or t in cleaning:
             continue
         if not timeline.is_completed(t):
-            return f"metadata deltacommit {t} completed but data instant {t} did not"
+            undone = undone_times(storage, timeline) if undone is None else undone
+            if t not in undone:
+                return f"metadata deltacommit {t} completed but data instant {t} did not"
     return None
 
 
@@ -164,16 +175,18 @@ def changes_of(stats: Sequence[WriteStat], deleted: Iterable[str] = ()) -> dict[
 
 
 def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[WriteStat],
-                         deleted: Iterable[str] = (), *, under_lock: bool = True) -> str | None:
+                         deleted: Iterable[str] = (), *, compact_after: int | None = None) -> str | None:
     """Under the lock, right before the data instant ``instant_time`` is published: record its
-    files in the ``files`` partition if the table has a metadata table tidemark keeps, and
-    compact the partition when due (only ``under_lock``; a cleaner records outside it).
-    Returns the metadata deltacommit's completion time (None: no metadata table kept)."""
+    files in the ``files`` partition if the table has a metadata table tidemark keeps. With
+    ``compact_after`` (the writer's hoodie.metadata.compact.max.delta.commits; None for a
+    cleaner, which records outside the lock, and for rollbacks), compact the partition once
+    its latest slice has that many log files, then clean its old slices and archive its
+    timeline. Returns the metadata deltacommit's completion time (None: no metadata table kept)."""
     if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR) or not maintained(storage):
         return None
     completion = record_instant(storage, instant_time, changes_of(stats, deleted))
-    if under_lock:
-        compact_files_partition(storage)
+    if compact_after is not None and compact_files_partition(storage, after=compact_after) is not None:
+        clean_and_archive(storage)
     return completion
 
 
@@ -181,20 +194,33 @@ __all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync",
            "record_if_maintained"]
 
 
-def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, remove: bool = False) -> str:
+def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
+    """Whether :func:`keep_or_drop` would change nothing now (read only, no lock)."""
+    if not enabled or not maintained(storage):
+        return False
+    if set(storage.list_subdirs(METADATA_DIR)) - {FILES_PARTITION, ".hoodie"}:
+        return False
+    return in_sync(storage, Timeline.load(storage)) is None
+
+
+def guard_before_change(storage: Storage, lock: Any, *, enabled: bool) -> str:
     """Before any change, under the table lock: keep a metadata table's ``files`` partition if
     tidemark can maintain it (the others dropped), else remove the table as Hudi does with
-    hoodie.metadata.enable=false (docs/metadata-table.md). ``remove``: the action about to run
-    is one tidemark does not record in it (restore), so it goes. Called at every guard, so one a
+    hoodie.metadata.enable=false (docs/metadata-table.md). Called at every guard, so one a
     Hudi writer recreated or left out of sync meanwhile is caught. Returns why something changed
-    ('' when nothing did)."""
+    ('' when nothing did).
+
+    The lock is taken only when something is to change: a metadata table already as tidemark
+    keeps it (only ``files``, in sync) is checked without it, so keeping one costs a write no
+    lock round trip of its own (and a single-writer command with a lock it cannot use on this
+    storage is not stopped by it). The check runs again under the lock inside every commit."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
         return ""
+    if not lock.held and _kept_as_is(storage, enabled=enabled):
+        return ""
     # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
     with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
-        if remove:
-            return "removed before an action tidemark does not record in it" if drop_metadata_table(storage) else ""
         _kept, why = keep_or_drop(storage, enabled=enabled)
         return why

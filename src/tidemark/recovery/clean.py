@@ -408,7 +408,7 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
         }
         # The metadata table first, as Hudi orders it (outside the table lock, like the clean:
         # a deltacommit of its own time and log file, so it never collides with a writer's).
-        record_if_maintained(storage, plan.instant_time, (), deleted, under_lock=False)
+        record_if_maintained(storage, plan.instant_time, (), deleted)
         completion = new_instant_time(floor=timeline.max_time())
         done = instant_file_name(plan.instant_time, Action.CLEAN, State.COMPLETED, completion)
         storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("clean", meta))

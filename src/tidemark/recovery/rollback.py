@@ -20,8 +20,7 @@ from tidemark.errors import InstantNotFoundError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.markers import delete_markers, marked_data_files
-from tidemark.metadata.disable import drop_metadata_table, metadata_table_present
-from tidemark.metadata.maintain import record_if_maintained
+from tidemark.metadata.maintain import metadata_recorded, record_if_maintained
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 
@@ -107,9 +106,8 @@ def _execute(
     storage: Storage, rollback_time: str, instant: Instant, files: list[str], started: float
 ) -> RollbackResult:
     if instant.is_completed:
-        # Undoing a completed instant is not recorded in the metadata table: remove it first.
-        if metadata_table_present(storage):
-            drop_metadata_table(storage)
+        # Gone from the data timeline first: readers stop reading its files at once (the
+        # metadata table still lists them until the rollback records their deletion below).
         storage.delete(f"{TIMELINE_DIR}/{instant.file_name}")
     deleted = [f for f in files if storage.delete(f)]
     delete_markers(storage, instant.requested_time)
@@ -135,8 +133,12 @@ def _execute(
         "version": 1,
         "instantsRollback": [{"commitTime": instant.requested_time, "action": instant.action.value}],
     }
-    # The metadata table mirrors the rollback (it never listed a pending write's files).
-    record_if_maintained(storage, rollback_time, (), deleted)
+    # The metadata table mirrors the rollback as Hudi's does: a deltacommit of the rollback's
+    # time listing the deleted files as deleted (a pending write's were never listed; a
+    # completed one's drop out, all of them even if a crashed run deleted some already; its
+    # own deltacommit stays, see metadata/undone.py).
+    listed = instant.is_completed or metadata_recorded(storage, instant.requested_time)
+    record_if_maintained(storage, rollback_time, (), files if listed else deleted)
     completion = new_instant_time(floor=rollback_time)
     done = instant_file_name(rollback_time, Action.ROLLBACK, State.COMPLETED, completion)
     storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("rollback", meta))

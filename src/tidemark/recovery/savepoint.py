@@ -37,6 +37,7 @@ from tidemark.errors import InstantNotFoundError, NotSavepointedError, TidemarkE
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.fsview import FileSystemView
+from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.clean import last_clean_earliest_to_retain
 from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.storage import Storage
@@ -239,6 +240,10 @@ def _execute_restore(storage: Storage, restore_time: str, plan: dict[str, Any], 
         "restoreInstantInfo": infos,
         "extraMetadata": {"savepoint": instant_time},
     }
+    # The metadata table mirrors the restore as Hudi's does: a deltacommit of the restore's time
+    # listing every rolled-back file as deleted (each rollback recorded its own already; an
+    # interrupted restore's earlier rollbacks did too, so only this run's are named again).
+    record_if_maintained(storage, restore_time, (), sorted({f for r in results for f in r.deleted_files}))
     completion = new_instant_time(floor=Timeline.load(storage).max_time())
     done_name = instant_file_name(restore_time, Action.RESTORE, State.COMPLETED, completion)
     storage.create_if_absent(f"{TIMELINE_DIR}/{done_name}", write_avro("restore", meta))

@@ -427,7 +427,8 @@ class ClusteringService:
         not_built_on_rolled_back(self.storage, timeline, PendingCommit(t, tuple(stats), replaced,
                                                                        scheduled.seen))
         self.lock.assert_held()  # the fence, as for writes
-        record_if_maintained(self.storage, t, stats)  # the metadata table first, as Hudi orders it
+        record_if_maintained(self.storage, t, stats,  # the metadata table first, as Hudi orders it
+                             compact_after=self.config.metadata_compact_max_delta_commits)
         completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), t])))
         name = instant_file_name(t, Action.REPLACE_COMMIT, State.COMPLETED, completion)
         outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())

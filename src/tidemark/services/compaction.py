@@ -278,7 +278,7 @@ def execute(
 
 
 def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat], *, user_schema: pa.Schema,
-             table_name: str) -> Instant:
+             table_name: str, metadata_compact_after: int | None = None) -> Instant:
     """Publish ``<t>_<c>.commit``; call under the table lock.
 
     Raises CommitError (publishing nothing) if the compaction is no longer pending: a restore
@@ -300,7 +300,8 @@ def complete(storage: Storage, plan: CompactionPlan, stats: Sequence[WriteStat],
         extra={"schema": timeline.latest_schema_json() or avro_schema_json(user_schema, table_name)},
         compacted=True,
     )
-    record_if_maintained(storage, plan.instant_time, stats)  # the metadata table first, as Hudi orders it
+    record_if_maintained(storage, plan.instant_time, stats,  # the metadata table first, as Hudi orders it
+                         compact_after=metadata_compact_after)
     completion = new_instant_time(floor=max(filter(None, [timeline.max_time(), plan.instant_time])))
     name = instant_file_name(plan.instant_time, Action.COMMIT, State.COMPLETED, completion)
     if storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is CreateOutcome.ALREADY_EXISTS:
@@ -359,7 +360,8 @@ class CompactionSteps(ServiceSteps[CompactionPlan, list[WriteStat], CompactionRe
         )
 
     def complete(self, plan: CompactionPlan, result: list[WriteStat]) -> CompactionResult:
-        instant = complete(self.storage, plan, result, user_schema=self.schema(), table_name=self.table_name)
+        instant = complete(self.storage, plan, result, user_schema=self.schema(), table_name=self.table_name,
+                           metadata_compact_after=self.config.metadata_compact_max_delta_commits)
         return CompactionResult(instant, tuple(result))
 
 

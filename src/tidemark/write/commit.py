@@ -309,7 +309,8 @@ class CommitProtocol:
                 extra={"schema": schema_json} if schema_json else {},
             )
             self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
-            record_if_maintained(self.storage, instant_time, stats)  # the metadata table first, as Hudi
+            record_if_maintained(self.storage, instant_time, stats,  # the metadata table first, as Hudi
+                                 compact_after=self.config.metadata_compact_max_delta_commits)
             completion_time = self._new_time(timeline, at_least=instant_time)
             name = instant_file_name(instant_time, action, State.COMPLETED, completion_time)
             if self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes()) is not CreateOutcome.CREATED:
@@ -401,7 +402,8 @@ class CommitProtocol:
                     self._still_mine(pending, timeline)
                 self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
                 # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
-                record_if_maintained(self.storage, pending.instant_time, stats)
+                record_if_maintained(self.storage, pending.instant_time, stats,
+                                     compact_after=self.config.metadata_compact_max_delta_commits)
                 completion_time = self._new_time(timeline, at_least=pending.instant_time)
                 name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())

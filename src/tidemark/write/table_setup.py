@@ -135,7 +135,7 @@ def create_table(
     config = replace(config, extra={**config.extra, **settings.to_properties()})
     for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
         os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
-    if "hoodie.metadata.enable" in raw and write_config.metadata_enable:  # asked for: a metadata table
+    if write_config.metadata_enable:  # Hudi 1.x's default: every table gets a metadata table
         from tidemark.metadata.create import write_metadata_table
 
         write_metadata_table(storage, name, {})
