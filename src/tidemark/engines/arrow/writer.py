@@ -6,7 +6,6 @@ it suits tests, small jobs and processes that should not start a JVM.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.engines.arrow.keys import null_key_count, partition_path_array, record_key_array
+from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -262,19 +261,25 @@ class ArrowWritePipeline:
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
     def route_inserts(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+        """Each insert goes to its partition's bucket whose [low, high) holds crc32(key) / 2^32 (the
+        partition's last bucket if none does); vectorised: one pass per partition, none per row."""
         by_partition: dict[str, list[InsertBucket]] = {}
         for b in buckets:
             by_partition.setdefault(b.partition_path, []).append(b)
-        file_ids = []
-        for partition, key in zip(inserts.column(PARTITION_PATH).to_pylist(), inserts.column(RECORD_KEY).to_pylist(),
-                                  strict=True):
-            position = zlib.crc32(key.encode()) / 2**32
-            chosen = by_partition[partition][-1]
-            for b in by_partition[partition]:
-                if b.low <= position < b.high:
-                    chosen = b
-                    break
-            file_ids.append(chosen.file_id)
+        positions = crc32_of_keys(inserts.column(RECORD_KEY)) / 2**32
+        encoded = inserts.column(PARTITION_PATH).combine_chunks().dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        file_ids = np.empty(inserts.num_rows, dtype=object)
+        for code, partition in enumerate(encoded.dictionary.to_pylist()):
+            mine = np.flatnonzero(codes == code)
+            group = by_partition[partition]
+            chosen = np.full(len(mine), len(group) - 1, dtype=np.int64)
+            undecided = np.ones(len(mine), dtype=bool)
+            for i, b in enumerate(group):  # the first bucket that holds the position wins, as in the plan
+                hit = undecided & (positions[mine] >= b.low) & (positions[mine] < b.high)
+                chosen[hit] = i
+                undecided &= ~hit
+            file_ids[mine] = np.array([b.file_id for b in group], dtype=object)[chosen]
         routed = inserts.drop_columns([FILE_ID_COLUMN])
         return routed.append_column(FILE_ID_COLUMN, pa.array(file_ids, pa.string()))
 
