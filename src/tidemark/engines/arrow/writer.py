@@ -212,20 +212,58 @@ class ArrowWritePipeline:
 
     # -- index --------------------------------------------------------------------------
     def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
+        """The batch with each row's file id (null: a new key) and, for a batch without partition
+        paths, the partition path of the file holding the key.
+
+        Candidate files (after bloom and range pruning) are probed one at a time: only one
+        file's keys are in memory, hashed by ``index_in``, and only the batch's keys of that
+        file's partition probe them. A key found in two files (a damaged table) is tagged as a
+        join would: one row per file holding it.
+        """
         by_partition = PARTITION_PATH in frame.column_names
         partitions = sorted(set(frame.column(PARTITION_PATH).to_pylist())) if by_partition else None
         files = view.latest_base_files(partitions)
         # Hudi's bloom index: the files' footers (key range, bloom filter) rule files out unread.
         files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
+        n = frame.num_rows
+        keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
+        rows_of: dict[str, np.ndarray] = {}
+        if by_partition and n:
+            encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+            codes = encoded.indices.to_numpy(zero_copy_only=False)
+            rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
+        owner = np.full(n, -1, dtype=np.int64)
+        for i, f in enumerate(files):
+            rows = rows_of.get(f.partition_path) if by_partition else None
+            if by_partition and rows is None:
+                continue
+            stored = read_data_file(view.storage.open_input(f.path), path=f.path, columns=[RECORD_KEY])
+            probe = keys if rows is None else keys.take(pa.array(rows))
+            at = pc.index_in(probe, value_set=stored.column(RECORD_KEY).combine_chunks().cast(pa.string()))
+            hit = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+            where = hit if rows is None else rows[hit]
+            if (owner[where] >= 0).any():
+                return self._tag_by_join(frame, files, view, by_partition)
+            owner[where] = i
+        found = owner >= 0
+        mask = pa.array(~found)
+        file_ids = pa.array([f.file_id for f in files] or [""], pa.string()).take(pa.array(np.maximum(owner, 0)))
+        tagged = frame
+        if not by_partition:
+            paths = pa.array([f.partition_path for f in files] or [""], pa.string())
+            paths = paths.take(pa.array(np.maximum(owner, 0)))
+            tagged = tagged.append_column(PARTITION_PATH, pc.if_else(mask, pa.scalar(None, pa.string()), paths))
+        return tagged.append_column(FILE_ID_COLUMN, pc.if_else(mask, pa.scalar(None, pa.string()), file_ids))
+
+    def _tag_by_join(
+        self, frame: pa.Table, files: Sequence[Any], view: FileSystemView, by_partition: bool
+    ) -> pa.Table:
+        """Tagging by a join of the batch with every candidate file's keys: a key stored twice
+        gives a row per file, as Hudi's join-based index does."""
         pieces = []
         for f in files:
             keys = read_data_file(view.storage.open_input(f.path), path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
             pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
-        if not pieces:
-            tagged = frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
-            if not by_partition:
-                tagged = tagged.append_column(PARTITION_PATH, pa.nulls(frame.num_rows, pa.string()))
-            return tagged
         existing = pa.concat_tables(pieces)
         on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
         if by_partition:
@@ -292,16 +330,19 @@ class ArrowWritePipeline:
         if rows.num_rows == 0:
             return []
         ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
-        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([])
+        # Sorted, each file group's rows are one run: a zero-copy slice each, not a filter pass
+        # over the whole batch per group. (Without threads, groups come in order of first appearance.)
+        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([([], "count_all")])
+        counts = groups.column("count_all").to_numpy()
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
         stats = []
-        for task, (partition, file_id) in enumerate(
-            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
+        for task, (partition, file_id, start, count) in enumerate(
+            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), starts,
+                counts.tolist(), strict=True)
         ):
-            mask = pc.and_(pc.equal(ordered.column(PARTITION_PATH), partition),
-                           pc.equal(ordered.column(FILE_ID_COLUMN), file_id))
             stats.append(
                 write_file_group(
-                    self.spec, ordered.filter(mask), partition_path=partition, file_id=file_id,
+                    self.spec, ordered.slice(start, count), partition_path=partition, file_id=file_id,
                     base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
                     task_partition=task,
                 )
