@@ -60,7 +60,8 @@ STAGES = [
     ("  index lookup (tag)", "engines/arrow/writer.py", "tag"),
     ("  request + inflight instant files", "write/commit.py", "start"),
     ("  file-group write (marker, merge, parquet)", "engines/arrow/writer.py", "write_file_groups"),
-    ("    parquet write + footer", "write/footer.py", "write_base_file"),
+    ("    parquet write (pieces)", "write/footer.py", "write"),
+    ("    footer + close", "write/footer.py", "close"),
     ("    markers", "markers/writer.py", "open_marker_writer"),
     ("  commit publish (complete)", "write/commit.py", "complete"),
     ("    lock acquire + release", "concurrency/transaction.py", "hold"),
@@ -252,6 +253,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory-rows", type=int, default=5_000_000, help="0 skips the memory benchmark")
     p.add_argument("--batch-fraction", type=float, default=0.10)
     p.add_argument("--skip", nargs="*", default=[], choices=["small", "critical", "memory"])
+    p.add_argument("--archival", choices=["off", "on", "both"], default="both",
+                   help="critical section with archival off (all instants active), on (Hudi's default), or both")
     p.add_argument("--json")
     p.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -263,8 +266,10 @@ def main(argv: list[str] | None = None) -> int:
         result["small_commits"] = bench_small_commits(args.commits, args.repeat)
         print(json.dumps(result["small_commits"], indent=1), flush=True)
     if "critical" not in args.skip:
-        result["critical_section"] = [*bench_critical_section(args.sizes, args.commits, args.repeat, False),
-                                      *bench_critical_section(args.sizes, args.commits, args.repeat, True)]
+        modes = {"off": [False], "on": [True], "both": [False, True]}[args.archival]
+        result["critical_section"] = [
+            row for archival in modes for row in bench_critical_section(args.sizes, args.commits, args.repeat, archival)
+        ]
     if "memory" not in args.skip and args.memory_rows:
         result["memory"] = bench_memory(args.memory_rows, args.batch_fraction, args.repeat)
         print(json.dumps({k: v for k, v in result["memory"].items() if k != "runs"}), flush=True)
