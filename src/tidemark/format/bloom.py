@@ -180,8 +180,79 @@ def _used_rows(count: int, keys_per_row: int, max_entries: int) -> tuple[int, in
     return used_rows, count - (used_rows - 1) * keys_per_row
 
 
+# Keys hashed and placed per pass: the working arrays (a few per hash) stay in the CPU's cache,
+# where numpy's passes over them cost a fraction of passes over a million-key array.
+CHUNK_KEYS = 16_384
+
+
+def _seed_free_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """What a key's 4-byte blocks and its tail add to every hash of the chain (seed-free)."""
+    n, length = matrix.shape
+    blocks = length // 4
+    left = length - 4 * blocks
+    with np.errstate(over="ignore"):
+        k = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4").T.copy()  # (blocks, n)
+        k *= _M
+        k ^= k >> np.uint32(24)
+        k *= _M
+        if not left:
+            return k, None
+        tail = np.zeros(n, dtype=np.uint32)
+        signed_tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
+        for j in range(left):  # Hadoop's variant: the first tail byte is the highest
+            tail ^= signed_tail[:, j] << np.uint32(8 * (left - 1 - j))
+        return k, tail
+
+
+def _place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, row_offsets: np.ndarray | None) -> None:
+    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's bit vector
+    (``row_offsets`` None), or the filter's rows laid end to end with each key's row times
+    ``size`` in ``row_offsets``.
+
+    Each hash of the chain is turned into its bit position and placed as soon as it is
+    computed: nothing of size ``hashes x keys`` is ever materialised.
+    """
+    n, length = matrix.shape
+    k, tail = _seed_free_parts(matrix)
+    divisor = np.int32(size)
+    h = np.zeros(n, dtype=np.uint32)
+    scratch = np.empty(n, dtype=np.uint32)
+    where = np.empty(n, dtype=np.int32)
+    quotient = np.empty(n, dtype=np.int32)
+    index = np.empty(n, dtype=np.int64) if row_offsets is not None else where
+    with np.errstate(over="ignore"):
+        for _ in range(hashes):
+            h ^= np.uint32(length)  # h is the previous hash: the seed
+            for b in range(k.shape[0]):
+                h *= _M
+                h ^= k[b]
+            if tail is not None:
+                h ^= tail
+                h *= _M
+            np.right_shift(h, np.uint32(13), out=scratch)
+            h ^= scratch
+            h *= _M
+            np.right_shift(h, np.uint32(15), out=scratch)
+            h ^= scratch
+            # Java's Math.abs(h % size) == abs(h) % size; numpy divides int32 by a scalar with a
+            # multiply (libdivide). abs(Integer.MIN_VALUE) overflows and stays negative: fixed after.
+            if size >= 2**31:  # pragma: no cover - far beyond any sizing Hudi's options allow
+                positions = np.remainder(np.abs(h.view(np.int32)).view(np.uint32).astype(np.int64), size)
+                flat[positions if row_offsets is None else positions + row_offsets] = True
+                continue
+            np.abs(h.view(np.int32), out=where)
+            np.floor_divide(where, divisor, out=quotient)
+            quotient *= divisor
+            where -= quotient
+            if where.min() < 0:
+                where[h == np.uint32(0x80000000)] = 2**31 % size
+            if row_offsets is not None:
+                np.add(row_offsets, where, out=index)
+            flat[index] = True
+
+
 class BloomBuilder:
-    """Builds the filter of keys added in pieces, in insertion order, hashing each piece as it comes.
+    """Builds the filter of keys added in pieces, in insertion order.
 
     With ``num_entries=None`` the filter is sized as tidemark's footers are (:func:`footer_entries`
     of the final key count); pieces are placed in the bit vectors as soon as the sizing is
@@ -198,14 +269,14 @@ class BloomBuilder:
         self._max_entries = max_entries
         self._hashes = num_hashes(bit_size(num_entries or DEFAULT_NUM_ENTRIES, fpp), num_entries or DEFAULT_NUM_ENTRIES)
         self._count = 0
-        self._pending: list[tuple[int, HashedKeys]] = []  # (offset, keys) not placed yet
-        self._bits: list[np.ndarray] = []
+        self._pending: list[tuple[int, pa.Array]] = []  # (offset, keys) not placed yet
+        self._bits: np.ndarray | None = None  # (fill rows, vector size), allocated once sized
         self._entries: int | None = num_entries
 
     def add(self, keys: pa.Array | Sequence[str]) -> None:
-        hashed = HashedKeys.of(keys, self._hashes)
-        self._pending.append((self._count, hashed))
-        self._count += hashed.count
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        self._pending.append((self._count, array))
+        self._count += len(array)
         if self._entries is None and self._count >= DEFAULT_NUM_ENTRIES:
             self._entries = footer_entries(self._count)  # final: more keys never change it
         if self._entries is not None:
@@ -214,30 +285,28 @@ class BloomBuilder:
     def _place_pending(self) -> None:
         assert self._entries is not None
         size = bit_size(self._entries, self._fpp)
-        for offset, hashed in self._pending:
-            for positions, chain in hashed.groups:
-                where = _positions(chain, size)
-                rows = _rows_of(positions + offset, self._entries, self._max_entries)
-                top = int(rows.max()) if len(rows) else -1
-                while len(self._bits) <= top:
-                    self._bits.append(np.zeros(size, dtype=bool))
-                if top == int(rows.min()):
-                    self._bits[top][where.ravel()] = True
-                    continue
-                for row in range(top + 1):
-                    mine = rows == row
-                    if mine.any():
-                        self._bits[row][where[:, mine].ravel()] = True
+        if self._bits is None:
+            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), size), dtype=bool)
+        flat = self._bits.reshape(-1)
+        for offset, keys in self._pending:
+            for positions, matrix in _utf8_groups(keys):
+                for start in range(0, len(positions), CHUNK_KEYS):
+                    part = positions[start : start + CHUNK_KEYS]
+                    rows = _rows_of(part + offset, self._entries, self._max_entries)
+                    chunk = matrix[start : start + CHUNK_KEYS]
+                    if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
+                        _place_chunk(self._bits[int(rows[0])], chunk, self._hashes, size, None)
+                    else:
+                        _place_chunk(flat, chunk, self._hashes, size, rows.astype(np.int64) * size)
         self._pending.clear()
 
     def build(self) -> BloomFilter:
         if self._entries is None:
             self._entries = self._fixed_entries or footer_entries(self._count)
         self._place_pending()
+        assert self._bits is not None
         size = bit_size(self._entries, self._fpp)
         used_rows, current = _used_rows(self._count, self._entries, self._max_entries)
-        while len(self._bits) < used_rows:
-            self._bits.append(np.zeros(size, dtype=bool))
         hashes = num_hashes(size, self._entries)
         if hashes != self._hashes:  # pragma: no cover - the sizing keeps the count of hashes
             raise AssertionError(f"hashed {self._hashes} times for a filter of {hashes} hashes")

@@ -31,14 +31,17 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
-from tidemark.format.parquet_file import read_data_file
+from tidemark.format.parquet_file import iter_data_file
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
-from tidemark.write.footer import FooterKeys, write_base_file
+from tidemark.write.footer import BaseFileWriter, FooterKeys
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, with_meta_columns
 from tidemark.write.spec import WriteSpec
+
+# Rows of a stored base file read per slice while it is rewritten: the file is never decoded whole.
+STREAM_ROWS = 131_072
 
 
 def _codec(name: str) -> str:
@@ -135,15 +138,31 @@ def write_file_group(
     user_columns = [f.name for f in spec.schema if f.name not in META_COLUMNS]
     incoming = _conform_incoming(incoming, spec.schema)
     num_updates = num_deletes = 0
-    pieces: list[pa.Table] = []
     prev_commit = None
+    output = storage.open_output(rel_path)
+    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows))
     if base_file is not None:
-        old = read_data_file(storage.open_input(base_file), path=base_file, schema=spec.schema)
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
-        old_keys = old.column(RECORD_KEY).combine_chunks()
-        touched_mask = pc.is_in(old_keys, value_set=incoming.column(RECORD_KEY).combine_chunks())
-        touched = old.filter(touched_mask).sort_by(RECORD_KEY)
-        kept = old.filter(pc.invert(touched_mask))
+        # The stored rows stream through in slices: the ones the batch does not touch go
+        # straight to the new file (with its name), the touched ones are kept for the merge.
+        # The file-name column is not read: every kept row gets the new file's name.
+        name_at = spec.schema.get_field_index(FILE_NAME)
+        stored_schema = spec.schema.remove(name_at)
+        batch_keys = incoming.column(RECORD_KEY).combine_chunks()
+
+        def as_written(rows: pa.Table) -> pa.Table:
+            columns = rows.columns
+            columns.insert(name_at, constant(name, rows.num_rows))
+            return pa.Table.from_arrays(columns, schema=spec.schema)
+
+        touched_pieces = []
+        for piece in iter_data_file(storage.open_input(base_file), path=base_file, schema=stored_schema,
+                                    batch_size=STREAM_ROWS):
+            hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
+            touched_pieces.append(piece.filter(hit))
+            out.write(as_written(piece.filter(pc.invert(hit))))
+        touched = pa.concat_tables(touched_pieces) if touched_pieces else stored_schema.empty_table()
+        touched = as_written(touched).sort_by(RECORD_KEY)
         # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
         matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
         matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
@@ -163,10 +182,7 @@ def write_file_group(
         changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
         updates = merged.filter(changed)
         num_updates = updates.num_rows
-        kept = pa.concat_tables([kept, touched.filter(unchanged)])
-        if kept.num_rows:
-            kept = kept.set_column(kept.schema.get_field_index(FILE_NAME), FILE_NAME, constant(name, kept.num_rows))
-            pieces.append(kept)
+        out.write(touched.filter(unchanged))
     else:
         updates = incoming.slice(0, 0)
         fresh_rows = incoming
@@ -174,18 +190,15 @@ def write_file_group(
     inserts = fresh_rows.filter(pc.not_equal(fresh_rows.column(OP_COLUMN), OP_DELETE))
     fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
-    pieces.append(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
-    out = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
-
-    output = storage.open_output(rel_path)
-    write_base_file(out, output.sink, spec, **parquet_options(spec, out))
+    out.write(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
+    out.close()
     file_size = output.commit()
     return WriteStat(
         partition_path=partition_path,
         file_id=file_id,
         path=rel_path,
         prev_commit=prev_commit,
-        num_writes=out.num_rows,
+        num_writes=out.rows,
         num_inserts=inserts.num_rows,
         num_updates=num_updates,
         num_deletes=num_deletes,

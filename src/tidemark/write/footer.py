@@ -57,6 +57,37 @@ def write_base_file(rows: pa.Table, full_path: str | pa.NativeFile, spec: WriteS
         writer.add_key_value_metadata(footer.footer(rows.schema))
 
 
+class BaseFileWriter:
+    """Writes one base file in pieces (each piece of ``spec.schema``), Hudi's footer added at close.
+
+    The writer opens with the first piece: ``options`` (a function of those rows) picks the
+    encodings. Pieces stream through; only the footer's keys are kept until close.
+    """
+
+    def __init__(self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any) -> None:
+        self._sink = sink
+        self._spec = spec
+        self._options = options
+        self._writer: pq.ParquetWriter | None = None
+        self._footer = FooterKeys(spec)
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self._sink, self._spec.schema, **self._options(rows))
+        self._footer.add(rows)  # hashed on a thread of its own while the rows are encoded
+        self._writer.write_table(rows)
+        self.rows += rows.num_rows
+
+    def close(self) -> None:
+        if self._writer is None:  # no rows: an empty file of the schema
+            self._writer = pq.ParquetWriter(self._sink, self._spec.schema, **self._options(None))
+        self._writer.add_key_value_metadata(self._footer.footer(self._spec.schema))
+        self._writer.close()
+
+
 class FooterKeys:
     """Collects the record keys of a base file written in pieces, for its footer at close.
 

@@ -17,14 +17,43 @@ from tidemark.format.names import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, PARTITIO
 
 
 def constant(value: str, n: int) -> pa.Array:
-    """``n`` times the string ``value``."""
-    return pa.repeat(pa.scalar(value, pa.string()), n)
+    """``n`` times the string ``value``, its buffers built with numpy (``pa.repeat`` of a string
+    copies the value row by row: 40 ms per million rows, for every meta column of every file)."""
+    data = value.encode()
+    if n == 0 or len(data) * n >= 2**31:
+        return pa.repeat(pa.scalar(value, pa.string()), n)
+    offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
 
 
 def sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
-    """``<prefix>_<start>``, ``<prefix>_<start+1>``, ... computed in Arrow, not per row in Python."""
-    numbers = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
-    return pc.binary_join_element_wise(prefix, numbers, "_")
+    """``<prefix>_<start>``, ``<prefix>_<start+1>``, ... built as bytes with numpy.
+
+    The numbers ascend, so those of one digit count form one run of rows: each run is a
+    (rows, width) byte matrix, the prefix broadcast and the digits computed column by column
+    (Arrow's cast of integers to text plus a join costs about six times as much).
+    """
+    head = np.frombuffer(f"{prefix}_".encode(), dtype=np.uint8)
+    if n == 0 or start < 0 or (len(head) + 20) * n >= 2**31:
+        numbers = pc.cast(pa.array(np.arange(start, start + n, dtype=np.int64)), pa.string())
+        return pc.binary_join_element_wise(prefix, numbers, "_")
+    pieces, lengths = [], []
+    low, end = start, start + n
+    while low < end:
+        digits = len(str(low))
+        high = min(end, 10**digits)
+        values = np.arange(low, high, dtype=np.int64)
+        matrix = np.empty((len(values), len(head) + digits), dtype=np.uint8)
+        matrix[:, : len(head)] = head
+        for j in range(digits):
+            matrix[:, len(head) + j] = values // 10 ** (digits - 1 - j) % 10 + 48
+        pieces.append(matrix.reshape(-1))
+        lengths.append(np.full(len(values), len(head) + digits, dtype=np.int32))
+        low = high
+    offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    data = np.concatenate(pieces)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data))
 
 
 def with_meta_columns(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -80,3 +81,37 @@ def with_key_columns(
     key = record_key_array(batch, record_key_fields)
     path = partition_path_array(batch, partition_fields, hive_style=hive_style, url_encode=url_encode)
     return batch.append_column(RECORD_KEY, key).append_column(PARTITION_PATH, path)
+
+
+def _crc32_table() -> np.ndarray:
+    table = np.zeros(256, dtype=np.uint32)
+    for i in range(256):
+        c = i
+        for _ in range(8):
+            c = (c >> 1) ^ 0xEDB88320 if c & 1 else c >> 1
+        table[i] = c
+    return table
+
+
+_CRC32 = _crc32_table()
+
+
+def crc32_of_keys(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """``zlib.crc32`` of each key's UTF-8 bytes, as uint32, computed for all keys at once:
+    keys of one byte length are a byte matrix, hashed one byte column at a time."""
+    array = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    binary = array.cast(pa.string()).cast(pa.binary())
+    binary = pa.concat_arrays([binary]) if binary.offset else binary  # offsets start at 0
+    offsets = np.frombuffer(binary.buffers()[1], dtype=np.int32, count=len(binary) + 1)
+    data_buffer = binary.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    out = np.zeros(len(binary), dtype=np.uint32)
+    for length in np.unique(lengths):
+        rows = np.flatnonzero(lengths == length)
+        starts = offsets[rows]
+        crc = np.full(len(rows), 0xFFFFFFFF, dtype=np.uint32)
+        for j in range(int(length)):
+            crc = _CRC32[(crc ^ data[starts + j]) & 0xFF] ^ (crc >> np.uint32(8))
+        out[rows] = crc ^ np.uint32(0xFFFFFFFF)
+    return out

@@ -6,7 +6,6 @@ it suits tests, small jobs and processes that should not start a JVM.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.engines.arrow.keys import null_key_count, partition_path_array, record_key_array
+from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -229,22 +228,61 @@ class ArrowWritePipeline:
 
     # -- index --------------------------------------------------------------------------
     def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
+        """The batch with each row's file id (null: a new key) and, for a batch without partition
+        paths, the partition path of the file holding the key.
+
+        Candidate files (after bloom and range pruning) are probed one at a time: only one
+        file's keys are in memory, hashed by ``index_in``, and only the batch's keys of that
+        file's partition probe them. A key found in two files (a damaged table) is tagged as a
+        join would: one row per file holding it.
+        """
         by_partition = PARTITION_PATH in frame.column_names
         partitions = sorted(set(frame.column(PARTITION_PATH).to_pylist())) if by_partition else None
         files = view.latest_base_files(partitions)
         # Hudi's bloom index: the files' footers (key range, bloom filter) rule files out unread.
         files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
+        n = frame.num_rows
+        keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
+        rows_of: dict[str, np.ndarray] = {}
+        if by_partition and n:
+            encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+            codes = encoded.indices.to_numpy(zero_copy_only=False)
+            rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
+        owner = np.full(n, -1, dtype=np.int64)
+        for i, f in enumerate(files):
+            rows = rows_of.get(f.partition_path) if by_partition else None
+            if by_partition and rows is None:
+                continue
+            # One column of the file: ranged reads of its chunks on an object store, not the file.
+            stored = read_data_file(view.storage.open_ranged(f.path), path=f.path, columns=[RECORD_KEY])
+            probe = keys if rows is None else keys.take(pa.array(rows))
+            at = pc.index_in(probe, value_set=stored.column(RECORD_KEY).combine_chunks().cast(pa.string()))
+            hit = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+            where = hit if rows is None else rows[hit]
+            if (owner[where] >= 0).any():
+                return self._tag_by_join(frame, files, view, by_partition)
+            owner[where] = i
+        found = owner >= 0
+        mask = pa.array(~found)
+        file_ids = pa.array([f.file_id for f in files] or [""], pa.string()).take(pa.array(np.maximum(owner, 0)))
+        tagged = frame
+        if not by_partition:
+            paths = pa.array([f.partition_path for f in files] or [""], pa.string())
+            paths = paths.take(pa.array(np.maximum(owner, 0)))
+            tagged = tagged.append_column(PARTITION_PATH, pc.if_else(mask, pa.scalar(None, pa.string()), paths))
+        return tagged.append_column(FILE_ID_COLUMN, pc.if_else(mask, pa.scalar(None, pa.string()), file_ids))
+
+    def _tag_by_join(
+        self, frame: pa.Table, files: Sequence[Any], view: FileSystemView, by_partition: bool
+    ) -> pa.Table:
+        """Tagging by a join of the batch with every candidate file's keys: a key stored twice
+        gives a row per file, as Hudi's join-based index does."""
         pieces = []
         for f in files:
             # Two columns of the file: ranged reads of their chunks on an object store, not the file.
             source = view.storage.open_ranged(f.path)
             keys = read_data_file(source, path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
             pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
-        if not pieces:
-            tagged = frame.append_column(FILE_ID_COLUMN, pa.nulls(frame.num_rows, pa.string()))
-            if not by_partition:
-                tagged = tagged.append_column(PARTITION_PATH, pa.nulls(frame.num_rows, pa.string()))
-            return tagged
         existing = pa.concat_tables(pieces)
         on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
         if by_partition:
@@ -282,19 +320,25 @@ class ArrowWritePipeline:
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
     def route_inserts(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+        """Each insert goes to its partition's bucket whose [low, high) holds crc32(key) / 2^32 (the
+        partition's last bucket if none does); vectorised: one pass per partition, none per row."""
         by_partition: dict[str, list[InsertBucket]] = {}
         for b in buckets:
             by_partition.setdefault(b.partition_path, []).append(b)
-        file_ids = []
-        for partition, key in zip(inserts.column(PARTITION_PATH).to_pylist(), inserts.column(RECORD_KEY).to_pylist(),
-                                  strict=True):
-            position = zlib.crc32(key.encode()) / 2**32
-            chosen = by_partition[partition][-1]
-            for b in by_partition[partition]:
-                if b.low <= position < b.high:
-                    chosen = b
-                    break
-            file_ids.append(chosen.file_id)
+        positions = crc32_of_keys(inserts.column(RECORD_KEY)) / 2**32
+        encoded = inserts.column(PARTITION_PATH).combine_chunks().dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        file_ids = np.empty(inserts.num_rows, dtype=object)
+        for code, partition in enumerate(encoded.dictionary.to_pylist()):
+            mine = np.flatnonzero(codes == code)
+            group = by_partition[partition]
+            chosen = np.full(len(mine), len(group) - 1, dtype=np.int64)
+            undecided = np.ones(len(mine), dtype=bool)
+            for i, b in enumerate(group):  # the first bucket that holds the position wins, as in the plan
+                hit = undecided & (positions[mine] >= b.low) & (positions[mine] < b.high)
+                chosen[hit] = i
+                undecided &= ~hit
+            file_ids[mine] = np.array([b.file_id for b in group], dtype=object)[chosen]
         routed = inserts.drop_columns([FILE_ID_COLUMN])
         return routed.append_column(FILE_ID_COLUMN, pa.array(file_ids, pa.string()))
 
@@ -308,16 +352,19 @@ class ArrowWritePipeline:
         if rows.num_rows == 0:
             return []
         ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
-        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([])
+        # Sorted, each file group's rows are one run: a zero-copy slice each, not a filter pass
+        # over the whole batch per group. (Without threads, groups come in order of first appearance.)
+        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([([], "count_all")])
+        counts = groups.column("count_all").to_numpy()
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
         stats = []
-        for task, (partition, file_id) in enumerate(
-            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
+        for task, (partition, file_id, start, count) in enumerate(
+            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), starts,
+                counts.tolist(), strict=True)
         ):
-            mask = pc.and_(pc.equal(ordered.column(PARTITION_PATH), partition),
-                           pc.equal(ordered.column(FILE_ID_COLUMN), file_id))
             stats.append(
                 write_file_group(
-                    spec, ordered.filter(mask), partition_path=partition, file_id=file_id,
+                    spec, ordered.slice(start, count), partition_path=partition, file_id=file_id,
                     base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
                     task_partition=task,
                 )
