@@ -37,7 +37,7 @@ def test_inserts_are_routed_by_the_first_bucket_holding_the_key_hash() -> None:
     parts = ["a" if i % 3 else "b" for i in range(len(keys))]
     inserts = pa.table({"_hoodie_record_key": keys, "_hoodie_partition_path": parts,
                         FILE_ID_COLUMN: pa.nulls(len(keys), pa.string())})
-    routed = ArrowWritePipeline(None, None, pa.schema([])).route_inserts(inserts, buckets)  # type: ignore[arg-type]
+    routed = ArrowWritePipeline(None, pa.schema([])).route_inserts(inserts, buckets)  # type: ignore[arg-type]
 
     def rule(key: str, part: str) -> str:
         mine = [b for b in buckets if b.partition_path == part]
