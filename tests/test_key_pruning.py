@@ -98,3 +98,31 @@ def test_the_spark_engine_prunes_by_footer_and_loses_no_match(
 
 def _arrow(rows: Any) -> pa.Table:
     return rows if isinstance(rows, pa.Table) else rows.toArrow()
+
+
+def test_the_task_probe_keeps_every_file_that_holds_a_key(tmp_path: Path) -> None:
+    """KeyProbe (what a Spark task runs over chunks of the batch) never rules out a file that
+    holds a probed key; integer keys are ranged by the files' column statistics."""
+    from tidemark.write.key_pruning import MAY_HOLD, KeyProbe, read_key_footers
+
+    table = tidemark.Table.create(str(tmp_path / "ints"), spark=None, record_key="id", ordering_field="ts",
+                                  options=SMALL_FILES)
+    for batch in range(5):  # ids batch*1000 .. batch*1000+99: text order would interleave them
+        table.bulk_insert(pa.table({"id": [batch * 1000 + i for i in range(100)], "ts": [1] * 100}))
+    storage = LocalStorage(table.path)
+    files = FileSystemView(storage, Timeline.load(storage)).latest_base_files()
+    held = {f.path: set(pq.read_table(storage.full_path(f.path), columns=["id"]).column(0).to_pylist())
+            for f in files}
+    footers = read_key_footers(storage, files, "id")
+    assert all(f.int_low is not None for f in footers)
+    rng = random.Random(3)
+    everything = sorted(set().union(*held.values()))
+    for _ in range(20):
+        chosen = rng.sample(everything, rng.randint(1, 4)) + [rng.randint(10_000, 20_000)]
+        probe = KeyProbe(footers)
+        for chunk in (chosen[:2], chosen[2:]):  # verdicts accumulate over a task's chunks
+            probe.add(None, None, pa.array(chunk, pa.int64()))
+        kept = {f.path for f, v in zip(files, probe.verdicts, strict=True) if v == MAY_HOLD}
+        must = {path for path, ids in held.items() if ids & set(chosen)}
+        assert must <= kept
+        assert len(kept) <= len(must) + 1  # the ranges rule the rest out (a bloom false positive at most)

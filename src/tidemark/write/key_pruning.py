@@ -97,4 +97,149 @@ def files_that_may_hold(
     return kept, PruneStats(candidates, by_range, by_bloom)
 
 
-__all__ = ["PruneStats", "files_that_may_hold"]
+# -- the same tests, split for engines that probe the keys where they are (Spark tasks) ------
+OUT_OF_RANGE, NOT_IN_BLOOM, MAY_HOLD = 0, 1, 2  # a file's verdict for a set of keys, best last
+
+
+@dataclass(frozen=True)
+class KeyFooter:
+    """What one base file's footer says about its keys; small and picklable, so that the footers
+    read once on the driver can travel to the tasks that probe the batch's keys.
+
+    ``low``/``high``: the record-key range (only when ASCII, where Java's order is byte order);
+    ``int_low``/``int_high``: the range of an integer key field from the parquet column
+    statistics (an integer key's text order says nothing useful: "10" < "9"); ``bloom``: the
+    serialized bloom filter and its type code. None everywhere: a footer we could not read,
+    which never rules a file out.
+    """
+
+    partition_path: str
+    low: str | None = None
+    high: str | None = None
+    int_low: int | None = None
+    int_high: int | None = None
+    bloom: bytes | None = None
+    bloom_type: str = ""
+
+
+def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | None]:
+    """The min and max of integer column ``field`` over every row group, if all have statistics."""
+    names = [meta.schema.column(i).path for i in range(meta.num_columns)]
+    if field not in names:
+        return None, None
+    column = names.index(field)
+    lows, highs = [], []
+    for g in range(meta.num_row_groups):
+        stats = meta.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max or not isinstance(stats.min, int):
+            return None, None
+        lows.append(stats.min)
+        highs.append(stats.max)
+    return (min(lows), max(highs)) if lows else (None, None)
+
+
+def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str | None = None) -> list[KeyFooter]:
+    """The key footer of each file (driver side: one footer read per file, no rows)."""
+    footers = []
+    for f in files:
+        try:
+            meta = pq.read_metadata(storage.open_input(f.path))
+        except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
+            footers.append(KeyFooter(f.partition_path))
+            continue
+        kv = meta.metadata or {}
+        low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
+        low_text = low.decode() if low is not None else None
+        high_text = high.decode() if high is not None else None
+        if low_text is None or high_text is None or not (_ascii(low_text) and _ascii(high_text)):
+            low_text = high_text = None
+        int_low, int_high = _int_range(meta, int_key) if int_key else (None, None)
+        footers.append(KeyFooter(
+            f.partition_path, low_text, high_text, int_low, int_high, kv.get(FOOTER_KEY.encode()),
+            kv.get(TYPE_CODE_KEY.encode(), b"").decode(),
+        ))
+    return footers
+
+
+class KeyProbe:
+    """Probes chunks of a batch's keys against many files' footers (:func:`read_key_footers`).
+
+    Made where the keys are (a Spark task); parses each bloom filter once, hashes each chunk's
+    keys once per partition. :meth:`verdicts` is the best verdict per file so far
+    (``OUT_OF_RANGE`` < ``NOT_IN_BLOOM`` < ``MAY_HOLD``); a file that may hold a key is kept.
+    """
+
+    def __init__(self, footers: list[KeyFooter]) -> None:
+        self.footers = footers
+        self.verdicts = np.full(len(footers), OUT_OF_RANGE, dtype=np.int8)
+        self._blooms: dict[int, BloomFilter | None] = {}
+        self._by_partition: dict[str, list[int]] = {}
+        for i, footer in enumerate(footers):
+            self._by_partition.setdefault(footer.partition_path, []).append(i)
+
+    def _bloom(self, i: int) -> BloomFilter | None:
+        if i not in self._blooms:
+            footer, bloom = self.footers[i], None
+            if footer.bloom is not None:
+                try:
+                    bloom = BloomFilter.parse(footer.bloom, footer.bloom_type)
+                except BloomFilterError:
+                    bloom = None  # a filter we cannot read prunes nothing; the keys are read instead
+            self._blooms[i] = bloom
+        return self._blooms[i]
+
+    def add(self, keys: pa.Array, partitions: pa.Array | None = None, int_keys: pa.Array | None = None) -> None:
+        """Probe one chunk: ``keys`` (record-key text, or None where ``int_keys`` serve: then the
+        text is made only for the bloom test), ``partitions`` each key's partition path (None: a
+        key may be in any file), ``int_keys`` the integer key field's values."""
+        groups: list[tuple[str | None, list[int]]]
+        if partitions is None:
+            groups = [(None, list(range(len(self.footers))))]
+        else:
+            groups = list(self._by_partition.items())
+        for part, members in groups:
+            if all(self.verdicts[i] == MAY_HOLD for i in members):
+                continue
+            mask = None if part is None else pc.equal(partitions, part)
+            if mask is not None and not pc.any(mask).as_py():
+                continue
+            self._probe(members, keys, int_keys, mask)
+
+    def _probe(self, members: list[int], keys: pa.Array | None, ints: pa.Array | None, mask: pa.Array | None) -> None:
+        if mask is not None:
+            keys = keys.filter(mask) if keys is not None else None
+            ints = ints.filter(mask) if ints is not None else None
+        hashed: dict[int, HashedKeys] = {}
+        for i in members:
+            if self.verdicts[i] == MAY_HOLD:
+                continue
+            footer = self.footers[i]
+            if footer.int_low is not None and footer.int_high is not None and ints is not None:
+                inside = pc.and_(pc.greater_equal(ints, footer.int_low), pc.less_equal(ints, footer.int_high))
+            elif footer.low is not None and footer.high is not None and keys is not None:
+                inside = pc.and_(pc.greater_equal(keys, footer.low), pc.less_equal(keys, footer.high))
+            else:
+                inside = None
+            chosen = None
+            if inside is not None:
+                chosen = pc.fill_null(inside, False).to_numpy(zero_copy_only=False)
+                if not chosen.any():
+                    continue
+            bloom = self._bloom(i)
+            if bloom is not None:
+                if keys is None and ints is not None:
+                    keys = pc.cast(ints, pa.string())
+                assert keys is not None
+                if bloom.hashes not in hashed:
+                    hashed[bloom.hashes] = HashedKeys.of(keys, bloom.hashes)
+                hits = bloom.might_contain(hashed[bloom.hashes])
+                if not (hits if chosen is None else hits & chosen).any():
+                    self.verdicts[i] = max(self.verdicts[i], NOT_IN_BLOOM)
+                    continue
+            self.verdicts[i] = MAY_HOLD
+
+
+__all__ = [
+    "MAY_HOLD", "NOT_IN_BLOOM", "OUT_OF_RANGE", "KeyFooter", "KeyProbe", "PruneStats", "files_that_may_hold",
+    "read_key_footers",
+]

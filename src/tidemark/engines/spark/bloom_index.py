@@ -1,21 +1,23 @@
 """Hudi's bloom index in the Spark engine: base files ruled out by their footers before the join.
 
 Before the batch's keys are joined with the keys stored in the latest base files, the files
-whose footer (``hoodie_min_record_key`` / ``hoodie_max_record_key`` and Hudi's bloom filter,
-:mod:`tidemark.write.key_pruning`, the same test the Arrow engine applies) rules out every
-batch key of their partition are dropped from the lookup: Spark never reads their keys.
-Pruning never loses a match (both tests only ever say "surely not here").
+whose footer (``hoodie_min_record_key`` / ``hoodie_max_record_key``, an integer key's column
+statistics, and Hudi's bloom filter: :mod:`tidemark.write.key_pruning`, the tests the Arrow
+engine applies) rules out every batch key of their partition are dropped from the lookup:
+Spark never reads their keys. Pruning never loses a match (every test only ever says "surely
+not here").
 
-The footers are read on the driver, so the batch's keys come there too: only for batches
-of at most :data:`BLOOM_PRUNE_MAX_KEYS` rows (counted before the lookup). Bigger batches
-join against every base file of the touched partitions, as before.
+The footers are read on the driver (one read per candidate file, no rows) and travel to the
+tasks with the probe; the tasks test the batch's keys where they are and send back one verdict
+per file. The driver collects those verdicts (a few bytes per file and task), never a key.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
@@ -23,34 +25,82 @@ from pyspark.sql import DataFrame
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
-from tidemark.write.key_pruning import PruneStats, files_that_may_hold
+from tidemark.write.key_pruning import (
+    MAY_HOLD,
+    NOT_IN_BLOOM,
+    OUT_OF_RANGE,
+    KeyProbe,
+    PruneStats,
+    read_key_footers,
+)
 
 log = logging.getLogger(__name__)
 
-BLOOM_PRUNE_MAX_KEYS = 200_000
+# Batches up to this many rows are probed (beyond, the lookup's broadcasts stop anyway).
+BLOOM_PRUNE_MAX_KEYS = 2_000_000
+
+# A partition whose batch has at least this many keys per base file is not probed: spread
+# keys hit every file (a spread 10 % upsert of 1M rows in 10 partitions has 5,000 per file),
+# and the probe would cost a pass over the batch to rule out nothing.
+KEYS_PER_FILE_ALWAYS_HIT = 4096
+
+_VERDICTS = "file int, verdict byte"
+
+
+def every_file_hit(files: Sequence[BaseFile], rows_by_partition: Mapping[str, int] | None) -> bool:
+    """Whether the batch's row count per partition (None: not counted) says the probe would
+    keep every file: each partition with files has at least :data:`KEYS_PER_FILE_ALWAYS_HIT`
+    batch rows per file. A guess that only decides whether to probe, never what matches."""
+    if not rows_by_partition:
+        return False
+    per_partition: dict[str, int] = {}
+    for f in files:
+        per_partition[f.partition_path] = per_partition.get(f.partition_path, 0) + 1
+    return all(
+        rows_by_partition.get(path, 0) >= KEYS_PER_FILE_ALWAYS_HIT * count for path, count in per_partition.items()
+    )
 
 
 def candidate_files(
-    storage: Storage, files: Sequence[BaseFile], batch: DataFrame, *, by_partition: bool
+    storage: Storage,
+    files: Sequence[BaseFile],
+    batch: DataFrame,
+    *,
+    by_partition: bool,
+    int_key: str | None = None,
 ) -> tuple[list[BaseFile], PruneStats]:
-    """The files of ``files`` that may hold one of ``batch``'s record keys (one small Spark job).
+    """The files of ``files`` that may hold one of ``batch``'s record keys (one Spark job over
+    the batch's keys; only verdicts come back).
 
     ``by_partition``: a key is looked for only in its own partition's files (the batch has
-    partition paths); otherwise every file is checked against every key.
+    partition paths); otherwise every file is checked against every key. ``int_key``: the
+    record key's one integer field, whose value ranges the file statistics give (then the
+    key text is made in the tasks only for the bloom test).
     """
-    cols = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
-    keys = batch.select(*cols).distinct().toArrow()
-    if by_partition:
-        paths = keys.column(PARTITION_PATH)
-        grouped = {
-            part: keys.filter(pc.equal(paths, part)).column(RECORD_KEY).combine_chunks()
-            for part in {f.partition_path for f in files}
-        }
-    else:
-        every = keys.column(RECORD_KEY).combine_chunks()
-        grouped = {f.partition_path: every for f in files}
-    grouped = {p: k.cast(pa.string()) for p, k in grouped.items() if len(k)}
-    kept, stats = files_that_may_hold(storage, files, grouped)
+    footers = read_key_footers(storage, files, int_key)
+    cols = ([PARTITION_PATH] if by_partition else []) + [int_key or RECORD_KEY]
+
+    def probe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        prober = KeyProbe(footers)
+        for b in batches:
+            if b.column(cols[-1]).null_count:  # a null key (rejected later, by the profile) matches nothing
+                b = b.filter(pc.is_valid(b.column(cols[-1])))
+            key = b.column(cols[-1])
+            prober.add(
+                None if int_key else key,
+                b.column(PARTITION_PATH) if by_partition else None,
+                key if int_key else None,
+            )
+        yield pa.record_batch(
+            [pa.array(np.arange(len(footers), dtype=np.int32)), pa.array(prober.verdicts, pa.int8())],
+            names=["file", "verdict"],
+        )
+
+    best = np.full(len(files), OUT_OF_RANGE, dtype=np.int8)
+    for row in batch.select(*cols).mapInArrow(probe, _VERDICTS).collect():
+        best[row[0]] = max(best[row[0]], row[1])
+    kept = [f for f, v in zip(files, best, strict=True) if v == MAY_HOLD]
+    stats = PruneStats(len(files), int((best == OUT_OF_RANGE).sum()), int((best == NOT_IN_BLOOM).sum()))
     log.debug(
         "bloom index: %d of %d base files read (%d ruled out by key range, %d by bloom filter)",
         stats.read, stats.candidates, stats.by_range, stats.by_bloom,

@@ -28,7 +28,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files
+from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files, every_file_hit
 from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.conform import conform
 from tidemark.engines.spark.connect import (
@@ -105,6 +105,7 @@ class SparkWritePipeline:
         self.user_schema = user_schema
         self.batch_partitions: list[str] | None = None  # found by prepare()
         self.batch_rows: int | None = None
+        self._rows_by_partition: dict[str, int] | None = None  # the batch's rows per path, when counted
         self.prune_stats: PruneStats | None = None  # what the bloom index ruled out (small batches)
         self.batch_key_bytes: int | None = None  # Spark's estimate, when the batch is not counted
         self._kept: list[DataFrame] = []  # local checkpoints, dropped by release()
@@ -215,6 +216,7 @@ class SparkWritePipeline:
             rows = df.agg(*checks, count).collect()
             self.batch_partitions = None
         self.batch_rows = sum(r["rows"] or 0 for r in rows)
+        self._rows_by_partition = {r[0]: r["rows"] or 0 for r in rows} if PARTITION_PATH in df.columns else None
         self._raise_for_bad_keys(df, sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
         if self.batch_partitions is not None:
             check_partition_paths(
@@ -393,12 +395,17 @@ class SparkWritePipeline:
     ) -> DataFrame | None:
         """The ``key`` column (the record key, or its one integer field), partition path and
         file id of every row of the latest base files of ``partitions`` (None: all) that may
-        hold a batch key (bloom index: engines/spark/bloom_index.py, for small batches)."""
+        hold a batch key (bloom index: engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
         batch = self._arrived
-        if files and batch is not None and self.batch_rows is not None and self.batch_rows <= BLOOM_PRUNE_MAX_KEYS:
+        # Probed whenever the lookup itself stays map-side (counted or estimated small batches).
+        if len(files) > 1 and batch is not None and self._small_batch() \
+                and (self.batch_rows is None or self.batch_rows <= BLOOM_PRUNE_MAX_KEYS) \
+                and not every_file_hit(files, self._rows_by_partition if partitions is not None else None):
             by_partition = partitions is not None and PARTITION_PATH in batch.columns
-            files, self.prune_stats = candidate_files(view.storage, files, batch, by_partition=by_partition)
+            files, self.prune_stats = candidate_files(
+                view.storage, files, batch, by_partition=by_partition, int_key=self._integer_key()
+            )
         if not files:
             return None
         # An explicit schema spares Spark a job that would infer it from the file footers.
