@@ -16,7 +16,8 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.engines.spark.connect import default_parallelism
 from tidemark.format.parquet_file import read_data_file
-from tidemark.storage.location import StorageLocation, storage_of
+from tidemark.storage import Storage
+from tidemark.storage.location import StorageLocation, location_of, storage_of
 
 
 def read_parquet_files(
@@ -40,3 +41,13 @@ def read_parquet_files(
     names = spark.createDataFrame([(p,) for p in paths], "path string")
     names = names.repartition(max(1, min(len(paths), default_parallelism(spark) * 4)))
     return names.mapInArrow(read, from_arrow_schema(schema))
+
+
+def read_columns_of(spark: SparkSession, storage: Storage, paths: Sequence[str], schema: pa.Schema) -> DataFrame:
+    """The ``schema``'s columns of the parquet files at ``paths`` (relative to the table):
+    Spark's own reader on a local table (an explicit schema spares it a job inferring one
+    from the footers); on an object store, Python tasks read each file's chunks of those
+    columns through the table's storage with ranged reads."""
+    if storage.is_local:
+        return spark.read.schema(from_arrow_schema(schema)).parquet(*(storage.full_path(p) for p in paths))
+    return read_parquet_files(spark, location_of(storage), list(paths), schema, ranged=True)

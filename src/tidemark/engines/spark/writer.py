@@ -47,6 +47,7 @@ from tidemark.engines.spark.expressions import (
     sql_text,
 )
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
+from tidemark.engines.spark.object_files import read_columns_of
 from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table, task_token
 from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.errors import NullRecordKeyError
@@ -408,18 +409,9 @@ class SparkWritePipeline:
             )
         if not files:
             return None
-        # An explicit schema spares Spark a job that would infer it from the file footers.
         key_type = pa.string() if key == RECORD_KEY else self.user_schema.field(key).type
         key_arrow = pa.schema([(key, key_type), (PARTITION_PATH, pa.string()), (FILE_NAME, pa.string())])
-        if view.storage.is_local:
-            paths = [view.storage.full_path(f.path) for f in files]
-            existing = self.spark.read.schema(from_arrow_schema(key_arrow)).parquet(*paths)
-        else:  # object stores: Python tasks read the keys through the table's storage
-            from tidemark.engines.spark.object_files import read_parquet_files
-            from tidemark.storage.location import location_of
-
-            existing = read_parquet_files(self.spark, location_of(view.storage), [f.path for f in files], key_arrow,
-                                          ranged=True)  # three columns of each file: their chunks only
+        existing = read_columns_of(self.spark, view.storage, [f.path for f in files], key_arrow)
         return existing.select(
             F.col(key),
             F.col(PARTITION_PATH),
