@@ -149,6 +149,19 @@ class Table:
     def _load_schema(self) -> pa.Schema | None:
         return load_schema(self.storage, self.config)
 
+    def _committed_timeline(self, instant: Instant) -> Timeline | None:
+        """The timeline the commit of ``instant`` read under its lock (with it completed), if known."""
+        committed = self._protocol().committed_timeline
+        return committed if committed is not None and committed.is_completed(instant.requested_time) else None
+
+    def _schema_for_write(self) -> pa.Schema | None:
+        """What a write is handed as the table's schema: the one this Table knows, listed only
+        when it knows none. Not the freshest: the write takes the schema of the timeline
+        snapshot it plans against (another writer may have evolved it) and the commit
+        reconciles it with schemas recorded since, so listing the timeline here too would
+        only cost a request."""
+        return self._schema if self._schema is not None else self.schema
+
     def merger(self) -> RecordMerger:
         """The table's record merger, from its merge settings and current schema (picklable): what
         merges records everywhere, merge-on-read reads and compaction included."""
@@ -247,10 +260,10 @@ class Table:
                              protocol=self._protocol())
         if partition_paths is None:
             def write() -> WriteOutcome:
-                return client.write(operation, data, self.schema)
+                return client.write(operation, data, self._schema_for_write())
         else:
             def write() -> WriteOutcome:
-                return client.delete_partitions(partition_paths, self.schema)
+                return client.delete_partitions(partition_paths, self._schema_for_write())
         outcome, reruns = write_with_reruns(
             write, self.engine.write_session, self.storage, retries_on_conflict=self.write_config.retries_on_conflict
         )
@@ -259,8 +272,8 @@ class Table:
         result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts + reruns)
         run_after_write(
             self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
-            compact=self.compact, clean=lambda: self._clean(rollback_failed=False), archive=self.archive,
-            cluster=self.cluster,
+            compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
+            archive=self.archive, cluster=self.cluster, timeline=self._committed_timeline(outcome.instant),
         )
         return result
 
@@ -498,12 +511,12 @@ class Table:
         """
         return self._clean(rollback_failed=True)
 
-    def _clean(self, *, rollback_failed: bool) -> CleanResult:
+    def _clean(self, *, rollback_failed: bool, hint: Timeline | None = None) -> CleanResult:
         from tidemark.services.cleaning import run_clean
 
         protocol = self._protocol()
         self._check_writer()
-        return run_clean(protocol, self.write_config, rollback_failed=rollback_failed)
+        return run_clean(protocol, self.write_config, rollback_failed=rollback_failed, hint=hint)
 
     def archive(self) -> ArchiveResult:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)

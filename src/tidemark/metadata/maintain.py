@@ -96,14 +96,9 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     except UnsupportedTableError as problem:
         return str(problem)
     completed, _pending, earliest = _metadata_instants(storage)
-    if earliest is None:
-        return "its timeline has no completed instant"
-    if timeline.filter(actions=list(_UNCOVERED_PENDING), states=[State.REQUESTED, State.INFLIGHT]):
-        return "a rollback or restore is pending on the data timeline"
-    for inst in timeline.completed:
-        after = (inst.completion_time or "") > earliest
-        if inst.action in _MIRRORED and after and inst.requested_time not in completed:
-            return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
+    behind = behind_data_timeline(timeline, completed, earliest)
+    if behind is not None:
+        return behind
     first_active = min((i.requested_time for i in timeline), default=None)
     # A clean records its deletions after deleting and before it completes, outside the lock:
     # its deltacommit may complete first, listing as deleted only files already gone.
@@ -114,6 +109,26 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
             continue
         if not timeline.is_completed(t):
             return f"metadata deltacommit {t} completed but data instant {t} did not"
+    return None
+
+
+def behind_data_timeline(timeline: Timeline, completed: dict[str, str], earliest: str | None) -> str | None:
+    """Why the metadata table's listing may lack files of completed data instants (None: it
+    does not). ``completed``: its completed deltacommits (requested -> completion time);
+    ``earliest``: the earliest completion time of any of its completed instants. Behind
+    means: no completed instant at all, a rollback or restore pending on the data timeline
+    (finishing one may undo completed instants), or a data instant of a mirrored action that
+    completed after the metadata table's first instant without its deltacommit (the comparison
+    of the metadata table's completed instants with the data timeline Hudi makes too).
+    """
+    if earliest is None:
+        return "its timeline has no completed instant"
+    if timeline.filter(actions=list(_UNCOVERED_PENDING), states=[State.REQUESTED, State.INFLIGHT]):
+        return "a rollback or restore is pending on the data timeline"
+    for inst in timeline.completed:
+        after = (inst.completion_time or "") > earliest
+        if inst.action in _MIRRORED and after and inst.requested_time not in completed:
+            return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
     return None
 
 
@@ -177,8 +192,8 @@ def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[Wr
     return completion
 
 
-__all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync", "keep_or_drop", "maintained",
-           "record_if_maintained"]
+__all__ = ["FILES_DIR", "behind_data_timeline", "changes_of", "drop_unmaintained_partitions", "in_sync",
+           "keep_or_drop", "maintained", "record_if_maintained"]
 
 
 def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, remove: bool = False) -> str:

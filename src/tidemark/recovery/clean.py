@@ -48,6 +48,7 @@ from tidemark.errors import (
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
+from tidemark.metadata.listing import table_listing
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
@@ -138,11 +139,17 @@ def committed_files(
     storage: Storage, timeline: Timeline
 ) -> tuple[dict[tuple[str, str], list[FileVersion]], dict[tuple[str, str], list[tuple[str, str]]]]:
     """Committed base files by file group (oldest first), and committed log files by file group
-    as (completion time of their deltacommit, path): one walk of the table."""
+    as (completion time of their deltacommit, path): from the metadata table's listing or the
+    partition folders (:func:`~tidemark.metadata.listing.table_listing`)."""
     groups: dict[tuple[str, str], list[FileVersion]] = {}
     logs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     history: dict[str, str] | None = None
-    for info in storage.walk_files(""):
+    listing = table_listing(storage, timeline)
+    partitions = listing.all_partitions()
+    # The metadata table's listing, or the one folder of a non-partitioned table; a walk of
+    # the table only for a partitioned table without a metadata table.
+    infos = storage.walk_files("") if partitions is None else (i for p in partitions for i in listing.files(p))
+    for info in infos:
         parsed = parse_base_file_name(info.name)
         if parsed is None:
             log_name = parse_log_file_name(info.name)

@@ -42,6 +42,7 @@ from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
+from tidemark.metadata.listing import table_view
 from tidemark.storage import Storage
 from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, Timeline
@@ -235,7 +236,7 @@ class WriteClient:
         fixes_schema = table_schema is None and not keys_only and not probe.is_empty(frame)
         protocol = self.protocol
         protocol.prepare_for_write()
-        snapshot = Timeline.load(self.storage)
+        snapshot = protocol.take_snapshot()  # the timeline prepare_for_write listed: one listing, not two
         # The schema of the snapshot this write plans against (a concurrent writer may have
         # evolved it since the caller read it); the commit reconciles it with later ones.
         table_schema = latest_table_schema(snapshot, table_schema)
@@ -246,7 +247,7 @@ class WriteClient:
         else:
             user_schema = self._evolved_schema(incoming_schema, table_schema)
         pipeline = self.make_pipeline(_spec(self, user_schema), user_schema, operation.value)
-        view = FileSystemView(self.storage, snapshot)
+        view = table_view(self.storage, snapshot)  # lists only the partitions the write asks about
 
         # Everything that can reject the input happens before the instant is requested.
         prepared = pipeline.prepare(
@@ -331,7 +332,7 @@ class WriteClient:
         protocol = self.protocol
         if not prepared_for_write:
             protocol.prepare_for_write()
-        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        view = table_view(self.storage, Timeline.load(self.storage))
         known = set(view.partitions())
         unknown = [p for p in paths if p not in known]
         if unknown or not paths:
@@ -389,7 +390,7 @@ class WriteClient:
             action=Action.DELTA_COMMIT,
             schema_json=avro_schema_json(user_schema, self.table_config.name),
         )
-        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        view = table_view(self.storage, Timeline.load(self.storage))
         absent = wanted - {(g.partition_path, g.file_id) for g in view.file_groups()}
         if absent:  # only if a writer in another mode gave the bucket a file group of another id
             raise CommitError(
@@ -480,7 +481,9 @@ class WriteClient:
         view: FileSystemView,
         pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
-        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups()}
+        # Only the partitions the batch touches (tagging and insert planning list no others).
+        touched = None if profile is None else {*profile.inserts, *(p for p, _ in profile.updated)}
+        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups(touched)}
         base_files = {group: base.path for group, base in latest.items()}
         replaced: dict[str, list[str]] = {}
         if operation is WriteOperation.DELETE:
