@@ -1,0 +1,86 @@
+"""What one commit costs on S3 (the moto server, through a counting proxy): constant, and no walk.
+
+Issue 15 item 10's goal: a constant number of requests per commit however long the timeline
+grows, and no listing of the whole table or the whole timeline on the commit path. Small
+upserts into a non-partitioned and a partitioned table, with a metadata table
+(``hoodie.metadata.enable=true``: the file-system view lists files through its ``files``
+partition) and without (the view lists only the partition folders a write touches). Cleaning
+runs after every commit (2 commits retained); archival is off, so the active timeline only
+grows. Checked from the requests the server received: no recursive listing of the table root
+or of ``.hoodie/``, the data partitions listed delimited only, and the requests of commits
+36-40 no more than those of commits 6-10.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from counting_proxy import CountingProxy
+
+from tidemark import Table
+
+COMMITS = 40
+EARLY, LATE = range(5, 10), range(35, 40)  # commits 6-10 and 36-40
+
+
+def _batch(i: int, partitioned: bool) -> pa.Table:
+    ids = [(i * 7 + k * 13) % 500 for k in range(10)]
+    columns: dict[str, Any] = {"id": pa.array(ids, pa.int64()), "v": pa.array([f"r{i}"] * 10)}
+    if partitioned:
+        columns["part"] = pa.array([f"p{n % 3}" for n in ids])
+    return pa.table(columns)
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["non-partitioned", "partitioned"])
+@pytest.mark.parametrize("metadata", ["true", "false"], ids=["metadata-table", "no-metadata-table"])
+def test_a_commit_costs_the_same_at_commit_40_as_at_10_and_walks_nothing(
+    moto_server: Any, s3_bucket: str, metadata: str, partitioned: bool
+) -> None:
+    proxy = CountingProxy(moto_server.port)
+    root = f"t-{uuid.uuid4().hex[:6]}"
+    options = {"hoodie.metadata.enable": metadata, "hoodie.clean.commits.retained": "2",
+               "hoodie.archive.automatic": "false"}
+    storage_options = {**moto_server.storage_options(), "aws_endpoint_url": proxy.endpoint}
+    try:
+        table = Table.create(f"s3://{s3_bucket}/{root}", spark=None, record_key="id", options=options,
+                             storage_options=storage_options, partition_by="part" if partitioned else None)
+        per_commit: list[Counter[str]] = []
+        listed: list[Counter[str]] = []
+        try:
+            assert table.storage.exists(".hoodie/metadata/files") is (metadata == "true")
+            proxy.take()
+            for i in range(COMMITS):
+                table.upsert(_batch(i, partitioned))
+                counts, prefixes = proxy.take()
+                per_commit.append(counts)
+                listed.append(prefixes)
+            rows = table.read().num_rows
+        finally:
+            table.close()
+    finally:
+        proxy.close()
+    assert rows == len({k for i in range(COMMITS) for k in _batch(i, partitioned).column("id").to_pylist()})
+
+    every = Counter[str]()
+    for prefixes in listed:
+        every.update(prefixes)
+    walks = [p for p in every if p.endswith("(recursive)") and not p.startswith(f"{root}/.hoodie/.temp/")]
+    # Markers of the commit's own instant are the only folder listed recursively (they nest by partition).
+    assert walks == [], f"recursive listings on the commit path: {walks}"
+    assert f"{root}/ (delimited)" not in every or not partitioned  # a partitioned table's root: never listed
+    data_lists = [p for p in every if not p.startswith(f"{root}/.hoodie/")]
+    if metadata == "true":
+        assert data_lists == [], f"data folders listed although the metadata table lists them: {data_lists}"
+    timeline_lists = [c[f"{root}/.hoodie/timeline/ (delimited)"] for c in listed[EARLY.start:]]
+    assert max(timeline_lists) <= 5, timeline_lists  # write snapshot, start, commit; the clean's plan, execute
+
+    def total(window: range) -> list[int]:
+        return [sum(per_commit[i].values()) for i in window]
+
+    early, late = total(EARLY), total(LATE)
+    assert max(late) <= max(early), (early, late)
+    assert sum(late) <= sum(early), (early, late)
