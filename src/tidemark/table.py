@@ -149,11 +149,6 @@ class Table:
     def _load_schema(self) -> pa.Schema | None:
         return load_schema(self.storage, self.config)
 
-    def _committed_timeline(self, instant: Instant) -> Timeline | None:
-        """The timeline the commit of ``instant`` read under its lock (with it completed), if known."""
-        committed = self._protocol().committed_timeline
-        return committed if committed is not None and committed.is_completed(instant.requested_time) else None
-
     def _schema_for_write(self) -> pa.Schema | None:
         """What a write is handed as the table's schema: the one this Table knows, listed only
         when it knows none. Not the freshest: the write takes the schema of the timeline
@@ -192,6 +187,7 @@ class Table:
         if self._commit_protocol is None:
             self._commit_protocol = CommitProtocol(self.storage, self.write_config)
             self._commit_protocol.guard = self._check_writer
+            self._commit_protocol.settings_guard = lambda: self._check_writer(metadata=False)
         return self._commit_protocol
 
     # -- writer settings ------------------------------------------------------------------
@@ -203,17 +199,20 @@ class Table:
         """The settings the table records for its writers (None: none, a single-writer table)."""
         return writer_settings.table_settings(self.storage)
 
-    def _check_writer(self, *, record: bool = False) -> None:
+    def _check_writer(self, *, record: bool = False, metadata: bool = True) -> None:
         """Refuse to write with settings that disagree with the table's (WriterSettingsError),
         before anything is written. ``record``: the first multi-writer ingestion write on a table
         that records nothing records its settings. An in_process writer first claims the table
-        for this process (InProcessLockError if another process uses in_process on it)."""
+        for this process (InProcessLockError if another process uses in_process on it).
+        ``metadata``: also keep or remove the metadata table (not needed before a write: its
+        commit does it under the lock, right before it records its files there)."""
         self._refuse_old_version()
         mine = self.writer_settings()
         if mine.provider == "in_process":
             self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
         writer_settings.check(self.storage, mine, record=record)
-        self._guard_metadata_table()
+        if metadata:
+            self._guard_metadata_table()
 
     def _guard_metadata_table(self, *, remove: bool = False) -> None:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
@@ -255,7 +254,7 @@ class Table:
         from tidemark.write.client import WriteClient, WriteOutcome
         from tidemark.write.reruns import write_with_reruns
 
-        self._check_writer(record=True)
+        self._check_writer(record=True, metadata=False)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipeline_factory(),
                              protocol=self._protocol())
         if partition_paths is None:
@@ -273,7 +272,8 @@ class Table:
         run_after_write(
             self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
             compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
-            archive=self.archive, cluster=self.cluster, timeline=self._committed_timeline(outcome.instant),
+            archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
+            written=outcome.instant,
         )
         return result
 

@@ -16,7 +16,7 @@ from tidemark.errors import ClusteringAbortedError, TidemarkError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.recovery.clean import commits_since_last_clean
 from tidemark.storage import Storage
-from tidemark.timeline import Action, Timeline
+from tidemark.timeline import Action, Instant, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +31,20 @@ def run_after_write(
     archive: Callable[[], Any],
     cluster: Callable[[], Any],
     timeline: Timeline | None = None,
+    written: Instant | None = None,
 ) -> None:
     """Run the services that are due after a committed write (``delta_commit``: it was one).
 
-    ``timeline``: the one the write read under its commit lock, with its instant completed
-    (else it is listed here). Whether a service is due is decided on it, without listing the
-    timeline again: it is a hint (other writers may have committed since), and each service
-    plans under its own lock on a fresh timeline. It is listed again only after a service that
-    changes what the next decision counts (compaction, archival). ``clean`` gets it too, for
-    its own hint (whether anything is to clean before it takes the lock).
+    ``timeline``: the one the write read under its commit lock, with its instant completed;
+    used only if ``written`` (the write's instant) is completed in it, else it is listed here.
+    Whether a service is due is decided on it without listing the timeline again: a hint
+    (other writers may have committed since); each service plans under its own lock on a
+    fresh timeline. Listed again only after a service that changes what the next decision
+    counts (compaction, archival). ``clean`` gets it too, for its own hint (whether anything
+    is to clean before it takes the lock).
     """
-    current = timeline if timeline is not None else Timeline.load(storage)
+    known = timeline is not None and written is not None and timeline.is_completed(written.requested_time)
+    current = timeline if known and timeline is not None else Timeline.load(storage)
     if delta_commit and config.compact_inline:
         from tidemark.services.compaction import delta_commits_since_last_compaction
 

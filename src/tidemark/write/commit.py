@@ -121,6 +121,10 @@ class CommitProtocol:
         # (WriterSettingsError); called before the write touches anything and again, under
         # the lock, right before it publishes. Set by the Table.
         self.guard: Callable[[], None] = lambda: None
+        # The same without keeping or removing the metadata table (the Table sets it): before
+        # a write plans and when it requests its instant, which change no file listing; the
+        # commit runs the whole guard under its lock before it records its files.
+        self.settings_guard: Callable[[], None] | None = None
         # The timeline prepare_for_write loaded last (after any rollbacks it ran): the write's
         # snapshot, taken once by take_snapshot so a write lists the timeline once before its
         # instant is requested.
@@ -236,7 +240,7 @@ class CommitProtocol:
     def prepare_for_write(self) -> list[RollbackResult]:
         """Before a write plans: roll back failed writes as the policy says. The timeline it
         loaded last is the write's snapshot (:meth:`take_snapshot`)."""
-        self.guard()  # before any rollback: a mismatched writer must not touch other writers' instants
+        (self.settings_guard or self.guard)()  # before any rollback: a mismatched writer must not touch others'
         self._loaded = self._snapshot = None
         results = self._prepare()
         self._snapshot, self._loaded = self._loaded, None
@@ -277,7 +281,7 @@ class CommitProtocol:
                 {"operationType": operation, "clusteringPlan": None, "extraMetadata": {}, "version": 1},
             )
         with self.lock.hold("start a write"):
-            self.guard()
+            (self.settings_guard or self.guard)()
             timeline = Timeline.load(self.storage)
             while True:
                 instant_time = self._new_time(timeline)
