@@ -386,6 +386,10 @@ class FileSystemView:
     def latest_file_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
         return [g.latest_slice for g in self.file_groups(partitions)]
 
+    def listed_partitions(self) -> set[str] | None:
+        """The partitions this view has listed so far (None: all of the table's)."""
+        return None if self._complete else set(self._loaded)
+
     def partitions(self) -> list[str]:
         self._load_all()
         return sorted({g.partition_path for g in self._groups.values()})

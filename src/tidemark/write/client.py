@@ -481,9 +481,11 @@ class WriteClient:
         view: FileSystemView,
         pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
-        # Only the partitions the batch touches (tagging and insert planning list no others).
-        touched = None if profile is None else {*profile.inserts, *(p for p, _ in profile.updated)}
-        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups(touched)}
+        # Only the partitions tagging listed and the batch touches (no other partition is listed).
+        scope = view.listed_partitions()
+        if scope is not None and profile is not None:
+            scope |= {*profile.inserts, *(p for p, _ in profile.updated)}
+        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups(scope)}
         base_files = {group: base.path for group, base in latest.items()}
         replaced: dict[str, list[str]] = {}
         if operation is WriteOperation.DELETE:
