@@ -6,8 +6,10 @@ Two measurements, Arrow engine (``spark=None``), all on 127.0.0.1:
   request by kind (LIST = a GET with ``list-type=2``; GET, PUT, HEAD, DELETE, POST). A table takes
   ``--commits`` small upserts (``--batch`` rows, keys spread over the table); the requests of the
   ``--window`` commits ending at each checkpoint (10, 50, 200 ...) are averaged, so the numbers
-  show how a commit's cost grows with the active timeline. Run twice: archival as configured by
-  default, and with ``hoodie.archive.automatic=false`` (the timeline grows unbounded). The
+  show how a commit's cost grows with the active timeline. Run for archival as configured by
+  default and with ``hoodie.archive.automatic=false`` (the timeline grows unbounded)
+  (``--archival``), each with a metadata table (``hoodie.metadata.enable=true``) and without
+  (``--metadata``). The
   prefixes listed during the last window are recorded too (a listing of the table root or the
   whole timeline would show there).
 * **bulk writes**: ``bulk_insert`` of ``--rows`` rows into a fresh s3:// table, then an upsert of
@@ -22,14 +24,10 @@ Run: ``PYTHONPATH=src:tests python benchmarks/bench_object_store.py [--commits 2
 from __future__ import annotations
 
 import argparse
-import http.client
-import http.server
 import json
 import statistics
 import sys
-import threading
 import time
-import urllib.parse
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -43,71 +41,7 @@ import pyarrow.fs as pafs  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import tidemark  # noqa: E402
-
-KINDS = ("LIST", "GET", "HEAD", "PUT", "POST", "DELETE")
-
-
-class CountingProxy:
-    """A forwarding HTTP proxy in front of moto that counts requests by kind (thread-safe)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.lock = threading.Lock()
-        self.counts: Counter[str] = Counter()
-        self.listed: Counter[str] = Counter()
-        proxy = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else None
-                query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-                kind = "LIST" if self.command == "GET" and "list-type" in query else self.command
-                with proxy.lock:
-                    proxy.counts[kind] += 1
-                    if kind == "LIST":
-                        how = "delimited" if "delimiter" in query else "recursive"
-                        proxy.listed[f"{query.get('prefix', [''])[0]} ({how})"] += 1
-                headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
-                conn = http.client.HTTPConnection("127.0.0.1", target_port, timeout=60)
-                conn.request(self.command, self.path, body=body, headers=headers)
-                answer = conn.getresponse()
-                data = answer.read()
-                self.send_response(answer.status)
-                for key, value in answer.getheaders():
-                    if key.lower() not in ("transfer-encoding", "content-length", "connection"):
-                        self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
-                conn.close()
-
-            do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _forward
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def take(self) -> tuple[Counter[str], Counter[str]]:
-        """The counts since the last ``take`` (and reset them)."""
-        with self.lock:
-            counts, listed = self.counts, self.listed
-            self.counts, self.listed = Counter(), Counter()
-        return counts, listed
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+from counting_proxy import KINDS, CountingProxy  # noqa: E402
 
 
 def requests_per_commit(moto: Any, bucket: str, options: dict[str, str], commits: int, checkpoints: list[int],
@@ -128,7 +62,8 @@ def requests_per_commit(moto: Any, bucket: str, options: dict[str, str], commits
             t0 = time.perf_counter()
             table.upsert(data)
             seconds.append(time.perf_counter() - t0)
-            counts, listed = proxy.take()
+            tally = proxy.take()
+            counts, listed = tally.kinds, tally.listed
             per_commit.append(counts)
             listed_by_commit.append(listed)
         timeline = len([p for p in _list(table, moto, uri) if "/.hoodie/timeline/" in p
@@ -217,6 +152,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--skip", choices=("requests", "bulk"), default=None)
     parser.add_argument("--archival", choices=("both", "default", "off"), default="both")
+    parser.add_argument("--metadata", choices=("both", "on", "off"), default="both",
+                        help="tables with a metadata table (hoodie.metadata.enable=true) and/or without")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
 
@@ -228,13 +165,17 @@ def main() -> None:
         bucket = moto.create_bucket(f"bench-{uuid.uuid4().hex[:8]}")
         checkpoints = [int(p) for p in args.checkpoints.split(",")]
         if args.skip != "requests":
-            for name, options in (("archival default", {}),
-                                  ("archival off", {"hoodie.archive.automatic": "false"})):
-                if args.archival != "both" and not name.endswith(args.archival):
+            for archival, archive_options in (("default", {}), ("off", {"hoodie.archive.automatic": "false"})):
+                if args.archival not in ("both", archival):
                     continue
-                results[name] = requests_per_commit(moto, bucket, options, args.commits, checkpoints,
-                                                    args.window, args.batch)
-                print(name, json.dumps(results[name], indent=1), flush=True)
+                for metadata in ("on", "off"):
+                    if args.metadata not in ("both", metadata):
+                        continue
+                    name = f"archival {archival}, metadata table {metadata}"
+                    options = {**archive_options, "hoodie.metadata.enable": "true" if metadata == "on" else "false"}
+                    results[name] = requests_per_commit(moto, bucket, options, args.commits, checkpoints,
+                                                        args.window, args.batch)
+                    print(name, json.dumps(results[name], indent=1), flush=True)
         if args.skip != "bulk":
             results["bulk"] = bulk(moto, bucket, args.rows)
             print("bulk", json.dumps(results["bulk"], indent=1), flush=True)

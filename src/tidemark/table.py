@@ -150,6 +150,14 @@ class Table:
     def _load_schema(self) -> pa.Schema | None:
         return load_schema(self.storage, self.config)
 
+    def _schema_for_write(self) -> pa.Schema | None:
+        """What a write is handed as the table's schema: the one this Table knows, listed only
+        when it knows none. Not the freshest: the write takes the schema of the timeline
+        snapshot it plans against (another writer may have evolved it) and the commit
+        reconciles it with schemas recorded since, so listing the timeline here too would
+        only cost a request."""
+        return self._schema if self._schema is not None else self.schema
+
     def merger(self) -> RecordMerger:
         """The table's record merger, from its merge settings and current schema (picklable): what
         merges records everywhere, merge-on-read reads and compaction included."""
@@ -180,6 +188,7 @@ class Table:
         if self._commit_protocol is None:
             self._commit_protocol = CommitProtocol(self.storage, self.write_config)
             self._commit_protocol.guard = self._check_writer
+            self._commit_protocol.settings_guard = lambda: self._check_writer(metadata=False)
         return self._commit_protocol
 
     # -- writer settings ------------------------------------------------------------------
@@ -191,17 +200,20 @@ class Table:
         """The settings the table records for its writers (None: none, a single-writer table)."""
         return writer_settings.table_settings(self.storage)
 
-    def _check_writer(self, *, record: bool = False) -> None:
+    def _check_writer(self, *, record: bool = False, metadata: bool = True) -> None:
         """Refuse to write with settings that disagree with the table's (WriterSettingsError),
         before anything is written. ``record``: the first multi-writer ingestion write on a table
         that records nothing records its settings. An in_process writer first claims the table
-        for this process (InProcessLockError if another process uses in_process on it)."""
+        for this process (InProcessLockError if another process uses in_process on it).
+        ``metadata``: also keep or remove the metadata table (not needed before a write: its
+        commit does it under the lock, right before it records its files there)."""
         self._refuse_old_version()
         mine = self.writer_settings()
         if mine.provider == "in_process":
             self._protocol().lock.provider  # noqa: B018 - creating the provider claims the table
         writer_settings.check(self.storage, mine, record=record)
-        self._guard_metadata_table()
+        if metadata:
+            self._guard_metadata_table()
 
     def _guard_metadata_table(self) -> None:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
@@ -241,20 +253,21 @@ class Table:
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
 
-        self._check_writer(record=True)
+        self._check_writer(record=True, metadata=False)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
                              protocol=self._protocol(), session=self.engine.write_session)
         if partition_paths is None:
-            outcome = client.write(operation, data, self.schema)
+            outcome = client.write(operation, data, self._schema_for_write())
         else:
-            outcome = client.delete_partitions(partition_paths, self.schema)
+            outcome = client.delete_partitions(partition_paths, self._schema_for_write())
         if outcome.schema is not None:
             self._adopt_schema(outcome.schema)
         result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
         run_after_write(
             self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
-            compact=self.compact, clean=lambda: self._clean(rollback_failed=False), archive=self.archive,
-            cluster=self.cluster,
+            compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
+            archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
+            written=outcome.instant,
         )
         return result
 
@@ -492,12 +505,12 @@ class Table:
         """
         return self._clean(rollback_failed=True)
 
-    def _clean(self, *, rollback_failed: bool) -> CleanResult:
+    def _clean(self, *, rollback_failed: bool, hint: Timeline | None = None) -> CleanResult:
         from tidemark.services.cleaning import run_clean
 
         protocol = self._protocol()
         self._check_writer()
-        return run_clean(protocol, self.write_config, rollback_failed=rollback_failed)
+        return run_clean(protocol, self.write_config, rollback_failed=rollback_failed, hint=hint)
 
     def archive(self) -> ArchiveResult:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)

@@ -24,7 +24,8 @@ from tidemark.errors import MissingDataFileError
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.fsview.legacy_logs import legacy_log_writer
-from tidemark.storage import Storage
+from tidemark.fsview.listing import PartitionListing
+from tidemark.storage import FileInfo, Storage
 from tidemark.timeline import Action, Instant, Timeline
 
 
@@ -113,14 +114,31 @@ _WRITTEN_LIMIT = 20_000
 
 
 class FileSystemView:
-    """File groups of a table as of one timeline snapshot (and optionally a time-travel point)."""
+    """File groups of a table as of one timeline snapshot (and optionally a time-travel point).
 
-    def __init__(self, storage: Storage, timeline: Timeline, *, as_of: str | None = None) -> None:
+    Without ``listing`` the whole table is walked once, here (every file group of every
+    partition). With a :class:`~tidemark.fsview.listing.PartitionListing` nothing is listed
+    until asked, and then only the partitions asked about (each once): the commit path and
+    planning ask for the partitions they touch; asking for all partitions lists those the
+    listing knows, or walks the table when it knows none. A file the timeline says is missing
+    is reported (MissingDataFileError) when its partition is first asked about.
+    """
+
+    def __init__(
+        self, storage: Storage, timeline: Timeline, *, as_of: str | None = None,
+        listing: PartitionListing | None = None,
+    ) -> None:
         self.storage = storage
         self.timeline = timeline
         self.as_of = as_of
+        self.listing = listing
         self._history: dict[str, Instant] | None = None
-        self._groups = self._build()
+        self._replaced = self._replaced_groups()
+        self._groups: dict[tuple[str, str], FileGroup] = {}
+        self._loaded: set[str] = set()
+        self._complete = False
+        if listing is None:
+            self._load_all()
 
     def _visible_instant(self, instant: Instant | None) -> bool:
         if instant is None:
@@ -135,19 +153,43 @@ class FileSystemView:
             return self._visible_instant(owner)
         return self.timeline.is_archived(instant_time) and (self.as_of is None or instant_time <= self.as_of)
 
-    def _build(self) -> dict[tuple[str, str], FileGroup]:
+    def _replaced_groups(self) -> set[tuple[str, str]]:
         # Only replacecommits change which file groups exist; plain commits need no metadata read.
         replaced: set[tuple[str, str]] = set()
         for inst in self.timeline.completed_data_instants:
             if inst.action is Action.REPLACE_COMMIT and self._visible_instant(inst):
                 for partition, ids in self.timeline.commit_metadata(inst).replaced_file_ids.items():
                     replaced.update((partition, f) for f in ids)
+        return replaced
 
+    def _load_all(self) -> None:
+        if self._complete:
+            return
+        known = self.listing.all_partitions() if self.listing is not None else None
+        if known is not None:
+            self._load(known)
+        else:  # no listing knows the partitions: one walk of the table finds them all
+            self._add(self.storage.walk_files(""), None)
+            self._loaded.update(g.partition_path for g in self._groups.values())
+        self._complete = True
+
+    def _load(self, partitions: Iterable[str]) -> None:
+        wanted = sorted(set(partitions) - self._loaded)
+        if not wanted or self._complete:
+            return
+        assert self.listing is not None  # a view without a listing loads everything at once
+        files = [info for p in wanted for info in self.listing.files(p)]
+        self._add(files, set(wanted))
+        self._loaded.update(wanted)
+
+    def _add(self, infos: Iterable[FileInfo], partitions: set[str] | None) -> None:
+        """Add the file groups of the listed files (of ``partitions``; None: all of the table)."""
+        replaced = self._replaced
         found: dict[tuple[str, str, str], list[BaseFile]] = {}
         logs: list[LogFile] = []
         listed: set[str] = set()
         listed_bases: dict[tuple[str, str], set[str]] = {}  # every base file's instant, visible or not
-        for info in self.storage.walk_files(""):
+        for info in infos:
             listed.add(info.path)
             parsed = parse_base_file_name(info.name)
             if parsed is not None:
@@ -183,8 +225,8 @@ class FileSystemView:
             owner_group = groups.get((log.partition_path, log.file_id))
             if owner_group is not None:
                 owner_group.add_log(log)
-        self._check_latest_files(groups, replaced, listed, listed_bases)
-        return groups
+        self._check_latest_files(groups, replaced, listed, listed_bases, partitions)
+        self._groups.update(groups)
 
     def _check_latest_files(
         self,
@@ -192,6 +234,7 @@ class FileSystemView:
         replaced: set[tuple[str, str]],
         listed: set[str],
         listed_bases: dict[tuple[str, str], set[str]],
+        partitions: set[str] | None = None,
     ) -> None:
         """Raise MissingDataFileError if a file of the latest slice of a file group, as the
         timeline's commit metadata records it, is not in the listing.
@@ -206,7 +249,7 @@ class FileSystemView:
         fresh timeline, for a writer or replacecommit that completed (and a clean that followed)
         after this view's timeline was loaded.
         """
-        missing = self._missing_latest_files(self.timeline, groups, replaced, listed, listed_bases)
+        missing = self._missing_latest_files(self.timeline, groups, replaced, listed, listed_bases, partitions)
         if not missing:
             return
         fresh = self.timeline.reload()
@@ -221,7 +264,7 @@ class FileSystemView:
                 for partition, ids in replacing.items():
                     replaced_now.update((partition, f) for f in ids)
         missing = [
-            m for m in self._missing_latest_files(fresh, groups, replaced_now, listed, listed_bases)
+            m for m in self._missing_latest_files(fresh, groups, replaced_now, listed, listed_bases, partitions)
             if fresh.is_completed(m[1].requested_time) and not self.storage.exists(m[0])
         ]
         if missing:
@@ -240,6 +283,7 @@ class FileSystemView:
         replaced: set[tuple[str, str]],
         listed: set[str],
         listed_bases: dict[tuple[str, str], set[str]],
+        partitions: set[str] | None = None,
     ) -> list[tuple[str, Instant]]:
         pending = {i.requested_time for i in timeline.pending}
         expected: dict[tuple[str, str], tuple[str, str, Instant]] = {}  # latest base: (time, path, writer)
@@ -252,7 +296,7 @@ class FileSystemView:
             except FileNotFoundError:  # archived or rolled back since the timeline was loaded
                 continue
             for key, base_time, path in files:
-                if key in replaced:
+                if key in replaced or (partitions is not None and key[0] not in partitions):
                     continue
                 if base_time is None:
                     if path not in listed:
@@ -329,8 +373,12 @@ class FileSystemView:
         return self._history.get(instant_time)
 
     def file_groups(self, partitions: Iterable[str] | None = None) -> list[FileGroup]:
-        wanted = set(partitions) if partitions is not None else None
-        return [g for g in self._groups.values() if wanted is None or g.partition_path in wanted]
+        if partitions is None:
+            self._load_all()
+            return list(self._groups.values())
+        wanted = set(partitions)
+        self._load(wanted)
+        return [g for g in self._groups.values() if g.partition_path in wanted]
 
     def latest_base_files(self, partitions: Iterable[str] | None = None) -> list[BaseFile]:
         return [g.latest for g in self.file_groups(partitions)]
@@ -338,8 +386,14 @@ class FileSystemView:
     def latest_file_slices(self, partitions: Iterable[str] | None = None) -> list[FileSlice]:
         return [g.latest_slice for g in self.file_groups(partitions)]
 
+    def listed_partitions(self) -> set[str] | None:
+        """The partitions this view has listed so far (None: all of the table's)."""
+        return None if self._complete else set(self._loaded)
+
     def partitions(self) -> list[str]:
+        self._load_all()
         return sorted({g.partition_path for g in self._groups.values()})
 
     def group(self, partition: str, file_id: str) -> FileGroup | None:
+        self._load([partition])
         return self._groups.get((partition, file_id))

@@ -13,8 +13,8 @@ files whose instants completed after that base file's instant was requested (ver
 slices by completion time). Only blocks of completed metadata-table instants count.
 
 tidemark's writes keep this partition true (:mod:`tidemark.metadata.maintain`); this module
-lets the compaction fold it and tests check it against the folders. tidemark's own reads
-still list the partition folders.
+lets the compaction fold it, the file-system view list files through it
+(:mod:`tidemark.metadata.listing`), and tests check it against the folders.
 """
 
 from __future__ import annotations
@@ -79,10 +79,13 @@ class FileSlice:
     log_names: tuple[str, ...]
 
 
-def latest_slice(storage: Storage) -> FileSlice | None:
-    """The latest file slice of the files partition (None when it has no completed base file)."""
-    completed = _completed(storage)
-    names = storage.list_names(FILES_DIR)
+def latest_slice(storage: Storage, completed: Mapping[str, str] | None = None,
+                 names: list[str] | None = None) -> FileSlice | None:
+    """The latest file slice of the files partition (None when it has no completed base file).
+    ``completed`` (the metadata table's completed instants) and ``names`` (the partition
+    folder's listing) are listed here unless the caller listed them already."""
+    completed = _completed(storage) if completed is None else completed
+    names = storage.list_names(FILES_DIR) if names is None else names
     bases = sorted(
         (m.group("instant"), n) for n in names if (m := HFILE_NAME_RE.match(n)) and m.group("instant") in completed
     )
@@ -99,10 +102,12 @@ def latest_slice(storage: Storage) -> FileSlice | None:
     return FileSlice(base_instant, base_name, tuple(name for *_, name in sorted(logs)))
 
 
-def read_files_partition(storage: Storage) -> FilesListing | None:
-    """The listing of the table's metadata table (None when it has no ``files`` partition)."""
-    completed = _completed(storage)
-    file_slice = latest_slice(storage)
+def read_files_partition(storage: Storage, completed: Mapping[str, str] | None = None,
+                         names: list[str] | None = None) -> FilesListing | None:
+    """The listing of the table's metadata table (None when it has no ``files`` partition).
+    ``completed`` and ``names``: as for :func:`latest_slice`."""
+    completed = _completed(storage) if completed is None else completed
+    file_slice = latest_slice(storage, completed, names)
     if file_slice is None:
         return None
     base_name = file_slice.base_name

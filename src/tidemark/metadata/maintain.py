@@ -106,12 +106,9 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
     except UnsupportedTableError as problem:
         return str(problem)
     completed, _pending, earliest = _metadata_instants(storage)
-    if earliest is None:
-        return "its timeline has no completed instant"
-    for inst in timeline.completed:
-        after = (inst.completion_time or "") > earliest
-        if inst.action in _MIRRORED and after and inst.requested_time not in completed:
-            return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
+    behind = behind_data_timeline(timeline, completed, earliest)
+    if behind is not None:
+        return behind
     first_active = min((i.requested_time for i in timeline), default=None)
     # A clean records its deletions after deleting and before it completes, outside the lock:
     # its deltacommit may complete first, listing as deleted only files already gone.
@@ -125,6 +122,25 @@ def in_sync(storage: Storage, timeline: Timeline) -> str | None:
             undone = undone_times(storage, timeline) if undone is None else undone
             if t not in undone:
                 return f"metadata deltacommit {t} completed but data instant {t} did not"
+    return None
+
+
+def behind_data_timeline(timeline: Timeline, completed: dict[str, str], earliest: str | None) -> str | None:
+    """Why the metadata table's listing may lack files of completed data instants (None: it
+    does not). ``completed``: its completed deltacommits (requested -> completion time);
+    ``earliest``: the earliest completion time of any of its completed instants. Behind
+    means: no completed instant at all, or a data instant of a mirrored action that completed
+    after the metadata table's first instant without its deltacommit (the comparison of the
+    metadata table's completed instants with the data timeline Hudi makes too). A pending
+    rollback or restore does not make it behind for keeping (finishing one records its
+    deletions); a reader must not trust its listing meanwhile (:mod:`tidemark.metadata.listing`).
+    """
+    if earliest is None:
+        return "its timeline has no completed instant"
+    for inst in timeline.completed:
+        after = (inst.completion_time or "") > earliest
+        if inst.action in _MIRRORED and after and inst.requested_time not in completed:
+            return f"data instant {inst.requested_time} ({inst.action.value}) has no completed metadata deltacommit"
     return None
 
 
@@ -190,8 +206,8 @@ def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[Wr
     return completion
 
 
-__all__ = ["FILES_DIR", "changes_of", "drop_unmaintained_partitions", "in_sync", "keep_or_drop", "maintained",
-           "record_if_maintained"]
+__all__ = ["FILES_DIR", "behind_data_timeline", "changes_of", "drop_unmaintained_partitions", "in_sync",
+           "keep_or_drop", "maintained", "record_if_maintained"]
 
 
 def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:

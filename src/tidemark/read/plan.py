@@ -21,6 +21,7 @@ from tidemark.errors import InvalidInputError
 from tidemark.format.partition_path import partition_values
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.fsview.view import FileGroup, LogFile
+from tidemark.metadata.listing import table_view
 from tidemark.storage import Storage
 from tidemark.timeline import Instant, Timeline
 from tidemark.timeline.instant_time import parse_instant_time
@@ -114,7 +115,7 @@ def snapshot_plan(
 ) -> ReadPlan:
     if as_of is not None:
         as_of = check_instant_time(as_of, "as_of")
-    view = FileSystemView(storage, timeline, as_of=as_of)
+    view = table_view(storage, timeline, as_of=as_of)  # the metadata table's listing when it can be trusted
     groups = view.file_groups()
     logs = {} if read_optimized else _slice_logs(groups)
     return ReadPlan(tuple(g.latest for g in groups), None, logs=logs)

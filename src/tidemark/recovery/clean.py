@@ -48,7 +48,9 @@ from tidemark.errors import (
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
+from tidemark.metadata.listing import table_listing
 from tidemark.metadata.maintain import record_if_maintained
+from tidemark.recovery.clean_partitions import partitions_to_clean
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -135,14 +137,23 @@ def committed_versions(storage: Storage, timeline: Timeline) -> dict[tuple[str, 
 
 
 def committed_files(
-    storage: Storage, timeline: Timeline
+    storage: Storage, timeline: Timeline, partitions: set[str] | None = None
 ) -> tuple[dict[tuple[str, str], list[FileVersion]], dict[tuple[str, str], list[tuple[str, str]]]]:
     """Committed base files by file group (oldest first), and committed log files by file group
-    as (completion time of their deltacommit, path): one walk of the table."""
+    as (completion time of their deltacommit, path): from the metadata table's listing or the
+    partition folders (:func:`~tidemark.metadata.listing.table_listing`). ``partitions``: only
+    these need listing (the metadata table's listing is taken whole, it costs no more)."""
     groups: dict[tuple[str, str], list[FileVersion]] = {}
     logs: dict[tuple[str, str], list[tuple[str, str]]] = {}
     history: dict[str, str] | None = None
-    for info in storage.walk_files(""):
+    listing = table_listing(storage, timeline)
+    scope = listing.all_partitions()
+    if scope is None and partitions is not None:
+        scope = sorted(partitions)
+    # The metadata table's listing, the one folder of a non-partitioned table, or the folders
+    # asked for; a walk of the table only for all partitions of one without a metadata table.
+    infos = storage.walk_files("") if scope is None else (i for p in scope for i in listing.files(p))
+    for info in infos:
         parsed = parse_base_file_name(info.name)
         if parsed is None:
             log_name = parse_log_file_name(info.name)
@@ -261,7 +272,7 @@ def plan_clean(
         # (Hudi keeps it as well), so rolling back the bound commit itself loses nothing.
         return bound is None or successor_time < bound
 
-    all_versions, all_logs = committed_files(storage, timeline)
+    all_versions, all_logs = committed_files(storage, timeline, partitions_to_clean(timeline, config))
     for key, versions in all_versions.items():
         replaced_at = replaced.get(key)
         if replaced_at is not None:

@@ -57,13 +57,18 @@ class CleanSteps(ServiceSteps[_Planned, list[CleanResult], CleanResult]):
         )
 
 
-def run_clean(protocol: CommitProtocol, config: WriteConfig, *, rollback_failed: bool) -> CleanResult:
+def run_clean(protocol: CommitProtocol, config: WriteConfig, *, rollback_failed: bool,
+              hint: Timeline | None = None) -> CleanResult:
     """Clean the table: first roll back failed writes whose heartbeat expired if
-    ``rollback_failed``, then run the clean's steps (see the module docstring)."""
+    ``rollback_failed``, then run the clean's steps (see the module docstring). ``hint``: a
+    recent timeline (the one a write just committed on) to decide without listing whether
+    there is anything to clean; the plan is made under the lock on a fresh one."""
     storage = protocol.storage
     # Pending cleans of dead cleaners are adopted by the plan step (and reported), not here.
     rolled_back = tuple(protocol.rollback_expired_writes(finish_cleans=False)) if rollback_failed else ()
-    if not needs_cleaning(storage, Timeline.load(storage), config.clean):
+    if rolled_back or hint is None:
+        hint = Timeline.load(storage)
+    if not needs_cleaning(storage, hint, config.clean):
         # Checked without the lock first, so writers that clean inline after every commit
         # take the lock only when there is something to do.
         return CleanResult(rolled_back=rolled_back, skipped="nothing to clean")

@@ -51,6 +51,7 @@ from tidemark.format.names import META_COLUMNS, TIMELINE_DIR, parse_base_file_na
 from tidemark.format.schema import arrow_schema_from_avro, avro_schema_json
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.rollback import RollbackResult, rollback
 from tidemark.services.runner import ServiceSteps, run_service
@@ -295,7 +296,7 @@ class ClusteringService:
     def preview(self, clustering: ClusteringConfig) -> ClusteringPlan | None:
         """The plan that scheduling would make now, without the lock and without writing anything."""
         timeline = Timeline.load(self.storage)
-        view = FileSystemView(self.storage, timeline)
+        view = table_view(self.storage, timeline)
         exclude = self._claimed(timeline) | self._with_logs(view)
         return plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
 
@@ -312,7 +313,7 @@ class ClusteringService:
             log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
             rolled_back.append(rollback(self.storage, dead, timeline=timeline))
             timeline = timeline.reload()
-        view = FileSystemView(self.storage, timeline)
+        view = table_view(self.storage, timeline)
         exclude = self._claimed(timeline) | self._with_logs(view)
         plan = plan_clustering(view.latest_base_files(), clustering, exclude=exclude)
         if plan is None:

@@ -42,6 +42,7 @@ from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.fsview import FileSystemView
 from tidemark.markers import IOType, MarkerSpec, delete_markers, marked_data_files, open_marker_writer
 from tidemark.merge import RecordMerger
+from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.read.merge import read_slice
 from tidemark.services.runner import BUSY, ServiceSteps
@@ -172,7 +173,7 @@ def schedule(storage: Storage, timeline: Timeline) -> CompactionPlan | None:
     """
     if pending_compactions(timeline):
         return None
-    ops = plan_operations(FileSystemView(storage, timeline))
+    ops = plan_operations(table_view(storage, timeline))
     if not ops:
         return None
     while True:

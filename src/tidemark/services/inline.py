@@ -16,7 +16,7 @@ from tidemark.errors import ClusteringAbortedError, TidemarkError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.recovery.clean import commits_since_last_clean
 from tidemark.storage import Storage
-from tidemark.timeline import Action, Timeline
+from tidemark.timeline import Action, Instant, Timeline
 
 log = logging.getLogger(__name__)
 
@@ -27,27 +27,40 @@ def run_after_write(
     *,
     delta_commit: bool,
     compact: Callable[[], Any],
-    clean: Callable[[], Any],
+    clean: Callable[[Timeline], Any],
     archive: Callable[[], Any],
     cluster: Callable[[], Any],
+    timeline: Timeline | None = None,
+    written: Instant | None = None,
 ) -> None:
-    """Run the services that are due after a committed write (``delta_commit``: it was one)."""
+    """Run the services that are due after a committed write (``delta_commit``: it was one).
+
+    ``timeline``: the one the write read under its commit lock, with its instant completed;
+    used only if ``written`` (the write's instant) is completed in it, else it is listed here.
+    Whether a service is due is decided on it without listing the timeline again: a hint
+    (other writers may have committed since); each service plans under its own lock on a
+    fresh timeline. Listed again only after a service that changes what the next decision
+    counts (compaction, archival). ``clean`` gets it too, for its own hint (whether anything
+    is to clean before it takes the lock).
+    """
+    known = timeline is not None and written is not None and timeline.is_completed(written.requested_time)
+    current = timeline if known and timeline is not None else Timeline.load(storage)
     if delta_commit and config.compact_inline:
         from tidemark.services.compaction import delta_commits_since_last_compaction
 
-        if delta_commits_since_last_compaction(Timeline.load(storage)) >= config.compact_inline_max_delta_commits:
+        if delta_commits_since_last_compaction(current) >= config.compact_inline_max_delta_commits:
             compact()
+            current = current.reload()
     try:
-        timeline = Timeline.load(storage)
-        if config.clean.automatic and commits_since_last_clean(timeline) >= config.clean.max_commits:
-            clean()  # the write already rolled back failed writes
-            timeline = timeline.reload()
-        if config.archive.automatic and len(timeline.completed_data_instants) > config.archive.max_commits:
+        if config.clean.automatic and commits_since_last_clean(current) >= config.clean.max_commits:
+            clean(current)  # the write already rolled back failed writes; a clean adds no data instant
+        if config.archive.automatic and len(current.completed_data_instants) > config.archive.max_commits:
             archive()
+            current = current.reload()
     except (TidemarkError, OSError) as exc:
         log.warning("inline table service failed after a successful write: %s", exc)
     due = config.clustering.inline_max_commits
-    if config.clustering.inline and _writes_since_clustering(Timeline.load(storage)) >= due:
+    if config.clustering.inline and _writes_since_clustering(current) >= due:
         try:
             cluster()
         except ClusteringAbortedError as aborted:  # ingestion wins; the next write tries again

@@ -131,6 +131,7 @@ def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None
 
 
 _LOADED: dict[str, _LoadedTimeline] = {}
+_HISTORY: dict[str, bool] = {}  # base path -> whether the table had an archived history at the last load
 
 
 _ALL_ARCHIVED = "9" * 17  # no instant left on the active timeline: every time is archived
@@ -190,12 +191,20 @@ class Timeline:
             return cls(storage, instants, presorted=True, archived_before=boundary, layout_v1=True)
         key = storage.base_path
         cached = _LOADED.get(key)
+        rebuilt = cached is None or not cached.names <= names
         if cached is None or not cached.names <= names:  # first load, or files were removed
             cached = _LoadedTimeline.build(names)
         else:
             cached = cached.extended(names - cached.names)
         _LOADED[key] = cached
-        boundary = archive_boundary(cached.instants) if has_history(storage) else None
+        archived = _HISTORY.get(key)
+        if rebuilt or archived is None:
+            # Asked again only when instant files were removed since the last load: archival
+            # writes the history before it deletes the instants it moved there, so while the
+            # listing only grew, whether anything was archived has not changed in a way that
+            # matters (every instant is still active). Two requests saved per load on S3.
+            archived = _HISTORY[key] = has_history(storage)
+        boundary = archive_boundary(cached.instants) if archived else None
         return cls(storage, cached.instants, presorted=True, archived_before=boundary,
                    legacy_log_names=LEGACY_LOGS_NAME in names)
 

@@ -36,6 +36,7 @@ from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
+from tidemark.metadata.listing import table_view
 from tidemark.storage import Storage
 from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, Timeline
@@ -205,7 +206,7 @@ class WriteClient(Generic[FrameT]):
         fixes_schema = table_schema is None and not keys_only and not self.pipelines.is_empty(batch)
         protocol = self.protocol
         protocol.prepare_for_write()
-        snapshot = Timeline.load(self.storage)
+        snapshot = protocol.take_snapshot()  # the timeline prepare_for_write listed: one listing, not two
         # The schema of the snapshot this write plans against (a concurrent writer may have
         # evolved it since the caller read it); the commit reconciles it with later ones.
         table_schema = latest_table_schema(snapshot, table_schema)
@@ -216,7 +217,7 @@ class WriteClient(Generic[FrameT]):
         else:
             user_schema = self._evolved_schema(incoming_schema, table_schema)
         pipeline = self.pipelines.pipeline(user_schema, operation)
-        view = FileSystemView(self.storage, snapshot)
+        view = table_view(self.storage, snapshot)  # lists only the partitions the write asks about
         # The bucket index routes by key hash; bulk_insert writes into the buckets too.
         dedup = operation.writes_rows and (
             self.bucket is not None or operation is not WriteOperation.BULK_INSERT
@@ -305,7 +306,7 @@ class WriteClient(Generic[FrameT]):
         protocol = self.protocol
         if not prepared_for_write:
             protocol.prepare_for_write()
-        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        view = table_view(self.storage, Timeline.load(self.storage))
         known = set(view.partitions())
         unknown = [p for p in paths if p not in known]
         if unknown or not paths:
@@ -367,7 +368,7 @@ class WriteClient(Generic[FrameT]):
             action=Action.DELTA_COMMIT,
             schema_json=avro_schema_json(user_schema, self.table_config.name),
         )
-        view = FileSystemView(self.storage, Timeline.load(self.storage))
+        view = table_view(self.storage, Timeline.load(self.storage))
         absent = wanted - {(g.partition_path, g.file_id) for g in view.file_groups()}
         if absent:  # only if a writer in another mode gave the bucket a file group of another id
             raise CommitError(
@@ -440,7 +441,11 @@ class WriteClient(Generic[FrameT]):
         view: FileSystemView,
         pending: PendingWrite,
     ) -> tuple[list[WriteStat], dict[str, list[str]]]:
-        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups()}
+        # Only the partitions tagging listed and the batch touches (no other partition is listed).
+        scope = view.listed_partitions()
+        if scope is not None and profile is not None:
+            scope |= {*profile.inserts, *(p for p, _ in profile.updated)}
+        latest = {(g.partition_path, g.file_id): g.latest for g in view.file_groups(scope)}
         base_files = {group: base.path for group, base in latest.items()}
         replaced: dict[str, list[str]] = {}
         if operation is WriteOperation.DELETE:

@@ -44,8 +44,8 @@ from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
 from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
-from tidemark.fsview import FileSystemView
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.clean import finish_pending_clean
 from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
@@ -121,6 +121,17 @@ class CommitProtocol:
         # (WriterSettingsError); called before the write touches anything and again, under
         # the lock, right before it publishes. Set by the Table.
         self.guard: Callable[[], None] = lambda: None
+        # The same without keeping or removing the metadata table (the Table sets it): before
+        # a write plans and when it requests its instant, which change no file listing; the
+        # commit runs the whole guard under its lock before it records its files.
+        self.settings_guard: Callable[[], None] | None = None
+        # The timeline prepare_for_write loaded last (after any rollbacks it ran): the write's
+        # snapshot, taken once by take_snapshot so a write lists the timeline once before its
+        # instant is requested.
+        self._loaded: Timeline | None = None
+        self._snapshot: Timeline | None = None
+        # The timeline of the last commit, as read under its lock plus the instant it published.
+        self.committed_timeline: Timeline | None = None
 
     def close(self) -> None:
         self.lock.close()
@@ -146,6 +157,7 @@ class CommitProtocol:
             if inst.action in _WRITE_ACTIONS and (force or not self.writer_alive(inst)):
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
+        self._loaded = timeline
         return results
 
     def expired_pending_writes(self, timeline: Timeline) -> list[Instant]:
@@ -165,7 +177,7 @@ class CommitProtocol:
         adopts them itself) cleans are finished first, whether or not any write expired.
         """
         results: list[RollbackResult] = []
-        timeline = Timeline.load(self.storage)
+        timeline = self._loaded = Timeline.load(self.storage)
         self._remove_leftovers_of_completed(timeline)
         if not self.expired_pending_writes(timeline) and not self._interrupted(timeline, finish_cleans):
             return results
@@ -177,6 +189,7 @@ class CommitProtocol:
             for inst in self.expired_pending_writes(timeline):
                 results.append(rollback(self.storage, inst, timeline=timeline))
                 timeline = timeline.reload()
+            self._loaded = timeline
         return results
 
     # -- interrupted rollbacks, restores and cleans ----------------------------------------
@@ -225,14 +238,29 @@ class CommitProtocol:
                 delete_markers(self.storage, name)
 
     def prepare_for_write(self) -> list[RollbackResult]:
-        self.guard()  # before any rollback: a mismatched writer must not touch other writers' instants
+        """Before a write plans: roll back failed writes as the policy says. The timeline it
+        loaded last is the write's snapshot (:meth:`take_snapshot`)."""
+        (self.settings_guard or self.guard)()  # before any rollback: a mismatched writer must not touch others'
+        self._loaded = self._snapshot = None
+        results = self._prepare()
+        self._snapshot, self._loaded = self._loaded, None
+        return results
+
+    def take_snapshot(self) -> Timeline:
+        """The timeline loaded by the :meth:`prepare_for_write` just before (once), else a fresh one."""
+        snapshot, self._snapshot = self._snapshot, None
+        return snapshot if snapshot is not None else Timeline.load(self.storage)
+
+    def _prepare(self) -> list[RollbackResult]:
         policy = self.config.failed_writes_policy
         if policy == "EAGER":
             return self.rollback_failed_writes()
         if policy == "LAZY":
             return self.rollback_expired_writes()
         # NEVER leaves failed writes alone, but not a rollback, restore or clean a crash interrupted.
-        if self._interrupted(Timeline.load(self.storage)):
+        timeline = self._loaded = Timeline.load(self.storage)
+        if self._interrupted(timeline):
+            self._loaded = None
             with self.lock.hold("finish interrupted rollbacks"):
                 return self.finish_interrupted(Timeline.load(self.storage))
         return []
@@ -253,7 +281,7 @@ class CommitProtocol:
                 {"operationType": operation, "clusteringPlan": None, "extraMetadata": {}, "version": 1},
             )
         with self.lock.hold("start a write"):
-            self.guard()
+            (self.settings_guard or self.guard)()
             timeline = Timeline.load(self.storage)
             while True:
                 instant_time = self._new_time(timeline)
@@ -285,7 +313,7 @@ class CommitProtocol:
         with self.lock.hold("create file groups"):
             self.guard()
             timeline = Timeline.load(self.storage)
-            view = FileSystemView(self.storage, timeline)
+            view = table_view(self.storage, timeline)
             missing = sorted(g for g in set(groups) if view.group(*g) is None)
             if not missing:
                 return None
@@ -409,6 +437,11 @@ class CommitProtocol:
                 outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
                 if outcome is not CreateOutcome.CREATED:
                     raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
+            published = Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+            # The timeline read under the lock with this instant completed: what the inline
+            # services decide with (a hint; each service reloads under its own lock).
+            self.committed_timeline = timeline.restricted(
+                [*(i for i in timeline if i.requested_time != pending.instant_time), published])
             self.last_commit_timing = CommitTiming(
                 lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(time.perf_counter() - entered) * 1000
             )
@@ -418,7 +451,7 @@ class CommitProtocol:
         if pending.heartbeat is not None:
             pending.heartbeat.stop()
         delete_markers(self.storage, pending.instant_time)
-        return Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+        return published
 
     def abort(self, pending: PendingWrite) -> RollbackResult:
         """Roll back a write that will not complete: its files go, a rollback instant records it."""
