@@ -43,15 +43,27 @@ class MetadataListing:
 
     source = "metadata table"
 
-    def __init__(self, listing: FilesListing) -> None:
+    def __init__(self, listing: FilesListing, *, present_in: Storage | None = None) -> None:
         self._files = listing.files
         self._partitions = sorted(set(listing.partitions) | set(listing.files))
+        self._present_in = present_in
 
     def all_partitions(self) -> Sequence[str]:
         return self._partitions
 
     def files(self, partition: str) -> list[FileInfo]:
+        """The partition's files as the metadata table lists them. With ``present_in`` (a local
+        table: one directory read, cheaper than a file's HFile block) only those still in the
+        folder: a file deleted by hand then reaches the view's check of the latest slices
+        (MissingDataFileError) instead of failing when opened. On an object store the listing
+        is trusted as Hudi trusts it (no LIST)."""
         entries: Mapping[str, int] = self._files.get(partition, {})
+        if self._present_in is not None and entries:
+            try:
+                present = {f.name for f in self._present_in.list_dir(partition)}
+            except FileNotFoundError:
+                present = set()
+            entries = {name: size for name, size in entries.items() if name in present}
         prefix = f"{partition}/" if partition else ""
         return [FileInfo(f"{prefix}{name}", size, 0.0) for name, size in entries.items()]
 
@@ -95,7 +107,7 @@ def metadata_listing(storage: Storage, timeline: Timeline,
         return None, f"the files partition could not be read ({exc})"
     if listing is None:
         return None, "the files partition has no completed base file"
-    return MetadataListing(listing), ""
+    return MetadataListing(listing, present_in=storage if storage.is_local else None), ""
 
 
 def table_listing(storage: Storage, timeline: Timeline, *, use_metadata: bool = True) -> PartitionListing:
