@@ -75,9 +75,13 @@ def missing_data_files(failure: BaseException) -> tuple[str, ...]:
     """The data files an engine's error names: a FileNotFoundError's file, or the parquet paths
     in the message of an error an engine raises in its own words (a Spark job's Java exception
     reaches Python as text only)."""
-    if isinstance(failure, FileNotFoundError) and (failure.filename or failure.args):
-        return (str(failure.filename or failure.args[0]),)
-    return tuple(m.group(0) for m in _PARQUET_PATH.finditer(str(failure)))
+    if isinstance(failure, FileNotFoundError) and failure.filename:
+        return (str(failure.filename),)
+    # pyarrow's FileNotFoundError (a streamed read of a base file) names the file in its text only.
+    named = tuple(m.group(0) for m in _PARQUET_PATH.finditer(str(failure)))
+    if named or not isinstance(failure, FileNotFoundError) or not failure.args:
+        return named
+    return (str(failure.args[0]),)
 
 
 @contextlib.contextmanager
