@@ -353,10 +353,18 @@ class ArrowWritePipeline:
             return []
         ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
         # Sorted, each file group's rows are one run: a zero-copy slice each, not a filter pass
-        # over the whole batch per group. (Without threads, groups come in order of first appearance.)
-        groups = ordered.group_by([PARTITION_PATH, FILE_ID_COLUMN], use_threads=False).aggregate([([], "count_all")])
-        counts = groups.column("count_all").to_numpy()
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).tolist()
+        # over the whole batch per group. The runs are found on the sorted rows themselves (where
+        # the (partition, file id) pair changes); group_by's order of groups is not relied on.
+        pair = pc.binary_join_element_wise(
+            pc.fill_null(ordered.column(PARTITION_PATH), ""), pc.fill_null(ordered.column(FILE_ID_COLUMN), ""), "\x00"
+        ).combine_chunks().dictionary_encode()
+        codes = pair.indices.to_numpy(zero_copy_only=False)
+        starts_np = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1])
+        counts = np.diff(np.concatenate([starts_np, [ordered.num_rows]]))
+        starts = starts_np.tolist()
+        firsts = pa.array(starts_np, pa.int64())
+        groups = pa.table({PARTITION_PATH: ordered.column(PARTITION_PATH).take(firsts),
+                           FILE_ID_COLUMN: ordered.column(FILE_ID_COLUMN).take(firsts)})
         stats = []
         for task, (partition, file_id, start, count) in enumerate(
             zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), starts,
