@@ -352,24 +352,8 @@ class ArrowWritePipeline:
         if rows.num_rows == 0:
             return []
         ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
-        # Sorted, each file group's rows are one run: a zero-copy slice each, not a filter pass
-        # over the whole batch per group. The runs are found on the sorted rows themselves (where
-        # the (partition, file id) pair changes); group_by's order of groups is not relied on.
-        pair = pc.binary_join_element_wise(
-            pc.fill_null(ordered.column(PARTITION_PATH), ""), pc.fill_null(ordered.column(FILE_ID_COLUMN), ""), "\x00"
-        ).combine_chunks().dictionary_encode()
-        codes = pair.indices.to_numpy(zero_copy_only=False)
-        starts_np = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1])
-        counts = np.diff(np.concatenate([starts_np, [ordered.num_rows]]))
-        starts = starts_np.tolist()
-        firsts = pa.array(starts_np, pa.int64())
-        groups = pa.table({PARTITION_PATH: ordered.column(PARTITION_PATH).take(firsts),
-                           FILE_ID_COLUMN: ordered.column(FILE_ID_COLUMN).take(firsts)})
         stats = []
-        for task, (partition, file_id, start, count) in enumerate(
-            zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), starts,
-                counts.tolist(), strict=True)
-        ):
+        for task, (partition, file_id, start, count) in enumerate(file_group_runs(ordered)):
             stats.append(
                 write_file_group(
                     spec, ordered.slice(start, count), partition_path=partition, file_id=file_id,
@@ -384,4 +368,23 @@ class ArrowWritePipeline:
                                     task_partition=0))
 
 
-__all__ = ["ArrowWritePipeline", "ArrowWrites", "FILE_NAME", "as_arrow_table"]
+def file_group_runs(ordered: pa.Table) -> list[tuple[str, str, int, int]]:
+    """(partition path, file id, first row, rows) of each file group in ``ordered``, a batch
+    sorted by partition path and file id: each group's rows are one run, a zero-copy slice, not
+    a filter pass over the batch per group. The runs are found where the pair changes (the order
+    of group_by's groups does not follow the sort, even without threads)."""
+    if ordered.num_rows == 0:
+        return []
+    pair = pc.binary_join_element_wise(
+        pc.fill_null(ordered.column(PARTITION_PATH), ""), pc.fill_null(ordered.column(FILE_ID_COLUMN), ""), "\x00"
+    ).combine_chunks().dictionary_encode()
+    codes = pair.indices.to_numpy(zero_copy_only=False)
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(codes)) + 1])
+    counts = np.diff(np.concatenate([starts, [ordered.num_rows]]))
+    firsts = pa.array(starts, pa.int64())
+    partitions = ordered.column(PARTITION_PATH).take(firsts).to_pylist()
+    file_ids = ordered.column(FILE_ID_COLUMN).take(firsts).to_pylist()
+    return list(zip(partitions, file_ids, starts.tolist(), counts.tolist(), strict=True))
+
+
+__all__ = ["ArrowWritePipeline", "ArrowWrites", "FILE_NAME", "as_arrow_table", "file_group_runs"]
