@@ -93,37 +93,32 @@ def _hash_chain(matrix: np.ndarray, hashes: int) -> np.ndarray:
     probed with the same number of hashes.
     """
     n, length = matrix.shape
-    blocks = length // 4
-    left = length - 4 * blocks
-    with np.errstate(over="ignore"):
-        # What the 4-byte blocks and the tail add does not depend on the seed: compute it once
-        # for all hashes; per hash only the chain of multiply-xors over the blocks remains.
-        k = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4").T.copy()  # (blocks, n)
-        k *= _M
-        k ^= k >> np.uint32(24)
-        k *= _M
-        tail = np.zeros(n, dtype=np.uint32)
-        signed_tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
-        for j in range(left):  # Hadoop's variant: the first tail byte is the highest
-            tail ^= signed_tail[:, j] << np.uint32(8 * (left - 1 - j))
-        out = np.empty((hashes, n), dtype=np.uint32)
-        h = np.zeros(n, dtype=np.uint32)
-        scratch = np.empty(n, dtype=np.uint32)
-        for i in range(hashes):
-            h ^= np.uint32(length)  # h is the previous hash: the seed
-            for b in range(blocks):
-                h *= _M
-                h ^= k[b]
-            if left:
-                h ^= tail
-                h *= _M
-            np.right_shift(h, np.uint32(13), out=scratch)
-            h ^= scratch
-            h *= _M
-            np.right_shift(h, np.uint32(15), out=scratch)
-            h ^= scratch
-            out[i] = h
+    k, tail = _seed_free_parts(matrix)
+    out = np.empty((hashes, n), dtype=np.uint32)
+    h = np.zeros(n, dtype=np.uint32)
+    scratch = np.empty(n, dtype=np.uint32)
+    for i in range(hashes):
+        _next_hash(h, k, tail, length, scratch)
+        out[i] = h
     return out
+
+
+def _next_hash(h: np.ndarray, k: np.ndarray, tail: np.ndarray | None, length: int, scratch: np.ndarray) -> None:
+    """Turn ``h``, the previous hash of the chain (its seed), into the next one, in place: the
+    block multiply-xors over ``k`` and ``tail`` (:func:`_seed_free_parts`), then the finish."""
+    with np.errstate(over="ignore"):
+        h ^= np.uint32(length)
+        for b in range(k.shape[0]):
+            h *= _M
+            h ^= k[b]
+        if tail is not None:
+            h ^= tail
+            h *= _M
+        np.right_shift(h, np.uint32(13), out=scratch)
+        h ^= scratch
+        h *= _M
+        np.right_shift(h, np.uint32(15), out=scratch)
+        h ^= scratch
 
 
 def _positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
@@ -222,18 +217,7 @@ def _place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, r
     index = np.empty(n, dtype=np.int64) if row_offsets is not None else where
     with np.errstate(over="ignore"):
         for _ in range(hashes):
-            h ^= np.uint32(length)  # h is the previous hash: the seed
-            for b in range(k.shape[0]):
-                h *= _M
-                h ^= k[b]
-            if tail is not None:
-                h ^= tail
-                h *= _M
-            np.right_shift(h, np.uint32(13), out=scratch)
-            h ^= scratch
-            h *= _M
-            np.right_shift(h, np.uint32(15), out=scratch)
-            h ^= scratch
+            _next_hash(h, k, tail, length, scratch)
             # Java's Math.abs(h % size) == abs(h) % size; numpy divides int32 by a scalar with a
             # multiply (libdivide). abs(Integer.MIN_VALUE) overflows and stays negative: fixed after.
             if size >= 2**31:  # pragma: no cover - far beyond any sizing Hudi's options allow

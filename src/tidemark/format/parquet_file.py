@@ -37,9 +37,13 @@ def read_data_file(
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:
-        text = str(exc)
-        problem = text.splitlines()[0] if text else type(exc).__name__
-        raise CorruptDataFileError(path or str(full_path), problem) from None
+        raise _corrupt(exc, path or str(full_path)) from None
+
+
+def _corrupt(exc: BaseException, where: str) -> CorruptDataFileError:
+    """The typed error for a data file pyarrow could not read (the first line of its message)."""
+    text = str(exc)
+    return CorruptDataFileError(where, text.splitlines()[0] if text else type(exc).__name__)
 
 
 def iter_data_file(
@@ -69,6 +73,4 @@ def iter_data_file(
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:
-        text = str(exc)
-        problem = text.splitlines()[0] if text else type(exc).__name__
-        raise CorruptDataFileError(path or str(full_path), problem) from None
+        raise _corrupt(exc, path or str(full_path)) from None
