@@ -20,14 +20,10 @@ import hashlib
 import hmac
 import shutil
 import socket
-import subprocess
-import tempfile
-import time
 import urllib.request
 from pathlib import Path
-from types import TracebackType
 
-from zookeeper import _parent_death_signal, free_port, stop_process
+from server_process import ServerProcess, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 # The emulator's fixed development account (public, documented by Microsoft; not a secret).
@@ -47,16 +43,15 @@ def azurite_executable() -> str | None:
     return shutil.which("azurite-blob")
 
 
-class AzuriteServer:
+class AzuriteServer(ServerProcess):
     """One Azurite Blob server on 127.0.0.1, in memory, owned by the test run."""
 
-    host = "127.0.0.1"
+    name = "azurite"
+    error = AzuriteServerError
+    poll_seconds = 0.2
 
     def __init__(self, *, start_timeout: float = 60.0) -> None:
-        self.start_timeout = start_timeout
-        self.port = 0
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._workdir: Path | None = None
+        super().__init__(start_timeout=start_timeout)
 
     @property
     def endpoint(self) -> str:
@@ -72,35 +67,26 @@ class AzuriteServer:
         }
 
     def start(self) -> AzuriteServer:
-        if self._proc is not None and self._proc.poll() is None:
+        if self.running:
             return self
         exe = azurite_executable()
         if exe is None:
             raise AzuriteServerError("Azurite is not installed: run `bash scripts/setup.sh` (installs it with npm "
                                      "into .tools/azurite)")
-        self._workdir = Path(tempfile.mkdtemp(prefix="tidemark-azurite-"))
         self.port = free_port(self.host)
-        log = open(self._workdir / "azurite.log", "wb")  # noqa: SIM115 - owned by the process
+        self._launch([exe, "--blobHost", self.host, "--blobPort", str(self.port), "--inMemoryPersistence",
+                      "--skipApiVersionCheck", "--silent"])
         try:
-            self._proc = subprocess.Popen(
-                [exe, "--blobHost", self.host, "--blobPort", str(self.port), "--inMemoryPersistence",
-                 "--skipApiVersionCheck", "--silent"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self._workdir,
-                preexec_fn=_parent_death_signal(),
-            )
-        finally:
-            log.close()
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                text = (self._workdir / "azurite.log").read_text(errors="replace")[-4000:]
-                self.stop()
-                raise AzuriteServerError(f"azurite-blob exited:\n{text}")
-            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=1):
-                return self
-            time.sleep(0.2)
-        self.stop()
-        raise AzuriteServerError(f"azurite-blob not listening on {self.host}:{self.port} in {self.start_timeout:.0f} s")
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ready(self) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=1):
+            return True
+        return False
 
     def create_container(self, name: str) -> str:
         """Create a container with a Shared Key signed request (obstore has no call for it)."""
@@ -118,19 +104,3 @@ class AzuriteServer:
         with urllib.request.urlopen(request, timeout=10) as answer:
             assert answer.status == 201, answer.status
         return name
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        stop_process(proc)
-        if self._workdir is not None:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(self._workdir)
-            self._workdir = None
-
-    def __enter__(self) -> AzuriteServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()

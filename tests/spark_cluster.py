@@ -27,8 +27,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from server_process import _parent_death_signal, free_port, stop_process
 from spark_connect_server import spark_env, spark_home
-from zookeeper import _parent_death_signal, free_port, stop_process
 
 
 class SparkClusterError(RuntimeError):

@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-from zookeeper import _parent_death_signal, free_port, stop_process
+from server_process import ServerProcess, free_port
 
 _LOG4J = """\
 rootLogger.level = warn
@@ -68,33 +67,22 @@ def spark_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-class SparkConnectServer:
+class SparkConnectServer(ServerProcess):
     """One Spark Connect server on 127.0.0.1 running ``master`` (local[2] by default)."""
 
-    host = "127.0.0.1"
+    name = "spark-connect"
+    error = SparkConnectError
+    poll_seconds = 0.5
+    stop_timeout = 30.0
 
     def __init__(self, *, master: str = "local[2]", driver_memory: str = "1g", start_timeout: float = 180.0) -> None:
+        super().__init__(start_timeout=start_timeout)
         self.master = master
         self.driver_memory = driver_memory
-        self.start_timeout = start_timeout
-        self.port = 0
-        self.workdir: Path | None = None
-        self.startup_seconds: float | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: Path | None = None
 
     @property
     def url(self) -> str:
         return f"sc://{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def log_text(self) -> str:
-        if self._log_file is None or not self._log_file.exists():
-            return ""
-        return self._log_file.read_text(errors="replace")[-20000:]
 
     def session(self) -> Any:
         """A new client session of this server (``SparkSession.builder.remote(url)``)."""
@@ -108,7 +96,6 @@ class SparkConnectServer:
         self.workdir = Path(tempfile.mkdtemp(prefix="tidemark-connect-"))
         env = spark_env(self.workdir)
         self.port = free_port(self.host)
-        self._log_file = self.workdir / "server.log"
         began = time.monotonic()
         submit = os.path.join(spark_home(), "bin", "spark-submit")
         confs = {
@@ -127,11 +114,7 @@ class SparkConnectServer:
         for key, value in confs.items():
             command += ["--conf", f"{key}={value}"]
         command.append("spark-internal")
-        with open(self._log_file, "wb") as log:
-            self._proc = subprocess.Popen(
-                command, env=env, cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                preexec_fn=_parent_death_signal(),
-            )
+        self._launch(command, env=env)
         try:
             self._wait_ready()
         except BaseException:
@@ -140,49 +123,19 @@ class SparkConnectServer:
         self.startup_seconds = time.monotonic() - began
         return self
 
-    def _wait_ready(self) -> None:
-        import socket
-
-        assert self._proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise SparkConnectError(
-                    f"the Spark Connect server exited with code {self._proc.returncode}; log:\n{self.log_text()}"
-                )
-            with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=0.5):
-                # The port answers once the gRPC service is up; a first query proves the session works.
-                # It runs in a process of its own: a process that makes a Connect session switches
-                # PySpark to Connect for good, which would break this run's shared classic session.
-                probe = subprocess.run(
-                    [sys.executable, "-c", "import sys; from pyspark.sql import SparkSession; "
-                     "s = SparkSession.builder.remote(sys.argv[1]).create(); "
-                     "assert s.range(1).count() == 1; s.stop()", self.url],
-                    capture_output=True, text=True, timeout=120, check=False,
-                )
-                if probe.returncode == 0:
-                    return
-            time.sleep(0.5)
-        raise SparkConnectError(
-            f"the Spark Connect server on {self.url} was not ready within {self.start_timeout:.0f} s; "
-            f"log:\n{self.log_text()}"
-        )
-
-    def stop(self) -> None:
-        proc, self._proc = self._proc, None
-        stop_process(proc, timeout=30)
-        if self.workdir is not None:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(self.workdir)
-            self.workdir = None
-
-    def __enter__(self) -> SparkConnectServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.stop()
+    def _ready(self) -> bool:
+        with contextlib.suppress(OSError), socket.create_connection((self.host, self.port), timeout=0.5):
+            # The port answers once the gRPC service is up; a first query proves the session works.
+            # It runs in a process of its own: a process that makes a Connect session switches
+            # PySpark to Connect for good, which would break this run's shared classic session.
+            probe = subprocess.run(
+                [sys.executable, "-c", "import sys; from pyspark.sql import SparkSession; "
+                 "s = SparkSession.builder.remote(sys.argv[1]).create(); "
+                 "assert s.range(1).count() == 1; s.stop()", self.url],
+                capture_output=True, text=True, timeout=120, check=False,
+            )
+            return probe.returncode == 0
+        return False
 
 
 if __name__ == "__main__":  # manual use: python tests/spark_connect_server.py  (runs until Ctrl-C)

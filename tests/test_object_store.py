@@ -243,8 +243,8 @@ def test_a_missing_bucket_is_a_typed_error(moto_server: Any) -> None:
 def test_an_unreachable_endpoint_is_a_typed_error_within_the_timeout(s3_bucket: str, moto_server: Any) -> None:
     import time
 
+    from server_process import free_port
     from tidemark.errors import StorageUnreachableError
-    from zookeeper import free_port
 
     opts = {**moto_server.storage_options(), **FAST, "aws_endpoint_url": f"http://127.0.0.1:{free_port('127.0.0.1')}"}
     started = time.monotonic()

@@ -21,11 +21,11 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read
+from server_process import free_port
 from tidemark.errors import BucketNotFoundError, ConfigError, StorageAccessDeniedError, StorageUnreachableError
 from tidemark.storage.base import CreateOutcome
 from tidemark.storage.location import StorageLocation, open_storage
 from tidemark.storage.object_store import ObjectStorage, _split_uri, _store_config, verify_conditional_writes
-from zookeeper import free_port
 
 FAST_FAIL = {"timeout": "2s", "connect_timeout": "1s", "max_retries": "1", "retry_timeout": "3s"}
 

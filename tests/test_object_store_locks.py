@@ -372,7 +372,7 @@ def test_writer_settings_record_the_lock_and_refuse_another(tmp_path: Path, aws:
 
 
 def test_an_unreachable_dynamodb_endpoint_is_a_lock_service_error(tmp_path: Path, aws: Any) -> None:
-    from moto_server import free_port
+    from server_process import free_port
 
     settings = LockSettings(provider="dynamodb", dynamodb_partition_key="t",
                             dynamodb_endpoint_url=f"http://127.0.0.1:{free_port('127.0.0.1')}")

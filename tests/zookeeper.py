@@ -21,16 +21,13 @@ import contextlib
 import glob
 import os
 import shutil
-import signal
 import socket
-import subprocess
-import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
+
+from server_process import ServerProcess, free_port
 
 JAVA_DIR = "/usr/share/java"
 INSTALL_HINT = "run `bash scripts/install-services.sh` (as root) to install the Debian zookeeper package"
@@ -88,12 +85,6 @@ def zookeeper_class_path() -> str:
     return os.pathsep.join(entries)
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
-
-
 def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 1.0) -> str:
     """Send a ZooKeeper four-letter command and return the whole answer ('' on any socket error)."""
     try:
@@ -110,39 +101,13 @@ def four_letter_word(host: str, port: int, word: str = "ruok", timeout: float = 
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-def _parent_death_signal() -> Callable[[], None] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-    pr_set_pdeathsig = 1
-
-    def set_pdeathsig() -> None:
-        libc.prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
-
-    return set_pdeathsig
-
-
-def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float = 10.0) -> None:
-    """SIGTERM a server process the tests own, SIGKILL it if it lingers past ``timeout``, and reap it."""
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-class ZooKeeperServer:
+class ZooKeeperServer(ServerProcess):
     """One standalone ZooKeeper server on 127.0.0.1 with its own temporary data folder."""
 
-    url = "127.0.0.1"
+    url = ServerProcess.host
+    name = "zookeeper"
+    error = ZooKeeperError
+    poll_seconds = 0.05
 
     def __init__(
         self,
@@ -152,15 +117,10 @@ class ZooKeeperServer:
         heap: str = "256m",
         start_timeout: float = 30.0,
     ) -> None:
+        super().__init__(start_timeout=start_timeout)
         self.tick_time_ms = tick_time_ms
         self.min_session_timeout_ms = min_session_timeout_ms
         self.heap = heap
-        self.start_timeout = start_timeout
-        self.port = 0
-        self.workdir: Path | None = None
-        self.startup_seconds: float | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: Path | None = None
 
     def lock_options(self, prefix: str) -> dict[str, str]:
         """Writer options for the ZooKeeper lock provider on this server, under a fresh base path
@@ -176,15 +136,6 @@ class ZooKeeperServer:
     def hosts(self) -> str:
         return f"{self.url}:{self.port}"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    def log_text(self) -> str:
-        if self._log_file is None or not self._log_file.exists():
-            return ""
-        return self._log_file.read_text(errors="replace")
-
     def start(self) -> ZooKeeperServer:
         if self.running:
             return self
@@ -192,32 +143,16 @@ class ZooKeeperServer:
         if java is None:
             raise ZooKeeperError(f"no `java` on PATH: {INSTALL_HINT}")
         class_path = zookeeper_class_path()
-        self.workdir = Path(tempfile.mkdtemp(prefix="tidemark-zk-"))
         began = time.monotonic()
         last_error = ""
         for _attempt in range(3):  # the free port can be taken between probing and binding
             self.port = free_port(self.url)
+            if self.workdir is None:
+                self.workdir = Path(tempfile.mkdtemp(prefix="tidemark-zookeeper-"))
             config = self._write_config()
-            self._log_file = self.workdir / f"server-{self.port}.log"
-            with open(self._log_file, "wb") as log:
-                self._proc = subprocess.Popen(
-                    [
-                        java,
-                        f"-Xmx{self.heap}",
-                        "-XX:+UseSerialGC",
-                        "-cp",
-                        class_path,
-                        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-                        "-Dzookeeper.admin.enableServer=false",
-                        "org.apache.zookeeper.server.ZooKeeperServerMain",
-                        str(config),
-                    ],
-                    cwd=self.workdir,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_parent_death_signal(),
-                )
+            self._launch([java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-cp", class_path,
+                          "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-Dzookeeper.admin.enableServer=false",
+                          "org.apache.zookeeper.server.ZooKeeperServerMain", str(config)])
             try:
                 self._wait_ready()
             except ZooKeeperError as exc:
@@ -225,24 +160,12 @@ class ZooKeeperServer:
                 self._terminate()
                 if "Address already in use" in last_error:
                     continue
-                self._cleanup()
+                self.stop()
                 raise
             self.startup_seconds = time.monotonic() - began
             return self
-        self._cleanup()
-        raise ZooKeeperError(last_error)
-
-    def stop(self) -> None:
-        self._terminate()
-        self._cleanup()
-
-    def __enter__(self) -> ZooKeeperServer:
-        return self.start()
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
         self.stop()
+        raise ZooKeeperError(last_error)
 
     def _write_config(self) -> Path:
         assert self.workdir is not None
@@ -266,35 +189,10 @@ class ZooKeeperServer:
         )
         return config
 
-    def _wait_ready(self) -> None:
-        assert self._proc is not None
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise ZooKeeperError(
-                    f"ZooKeeper exited with code {self._proc.returncode} while starting on {self.hosts}; "
-                    f"server log:\n{self.log_text()}"
-                )
-            # `imok` means the process runs; `srvr` naming a mode means it also serves requests.
-            if four_letter_word(self.url, self.port, "ruok", timeout=0.5) == "imok" and "Mode:" in four_letter_word(
-                self.url, self.port, "srvr", timeout=0.5
-            ):
-                return
-            time.sleep(0.05)
-        raise ZooKeeperError(
-            f"ZooKeeper on {self.hosts} did not answer `ruok` with `imok` within {self.start_timeout:.0f} s; "
-            f"server log:\n{self.log_text()}"
-        )
-
-    def _terminate(self) -> None:
-        proc, self._proc = self._proc, None
-        stop_process(proc)
-
-    def _cleanup(self) -> None:
-        if self.workdir is not None:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(self.workdir)
-            self.workdir = None
+    def _ready(self) -> bool:
+        # `imok` means the process runs; `srvr` naming a mode means it also serves requests.
+        return four_letter_word(self.url, self.port, "ruok", timeout=0.5) == "imok" and "Mode:" in four_letter_word(
+            self.url, self.port, "srvr", timeout=0.5)
 
 
 if __name__ == "__main__":  # manual use: python tests/zookeeper.py  (runs until Ctrl-C)
