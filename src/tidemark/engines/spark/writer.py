@@ -33,7 +33,6 @@ from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.conform import conform
 from tidemark.engines.spark.connect import (
     JobHandle,
-    default_parallelism,
     estimated_bytes,
     release_checkpoint,
     task_reachable_host,
@@ -42,14 +41,13 @@ from tidemark.engines.spark.dedup import dedup_by_key
 from tidemark.engines.spark.expressions import (
     HASH_COLUMN,
     bucket_of,
-    case_when,
     key_hash,
-    sql_text,
 )
+from tidemark.engines.spark.group_writes import file_group_writes
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
 from tidemark.engines.spark.object_files import read_columns_of
-from tidemark.engines.spark.stats import STATS_DDL, run_stats_job, stats_table, task_token
-from tidemark.engines.spark.tasks import balance, partition_keys
+from tidemark.engines.spark.observed import KEPT_KEY_BYTES, OBSERVED_PARTITIONS, ProfileMetrics, kept_with
+from tidemark.engines.spark.stats import run_stats_job
 from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, PARTITION_PATH, RECORD_KEY
@@ -58,13 +56,11 @@ from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, write_file_group
+from tidemark.write.file_group import WriteSpec
 from tidemark.write.key_pruning import PruneStats
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
-
-_TASK = "_tm_task"
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
@@ -75,10 +71,6 @@ BROADCAST_MATCHED_KEYS = 500_000
 BROADCAST_BATCH_KEY_BYTES = 16 << 20
 # Up to this many insert buckets, inserts are routed by an expression rather than a join.
 ROUTE_BY_EXPRESSION = 64
-# Up to this many file groups, the driver lays a write's file groups out over the tasks (the
-# rows find their task by an expression, so its size grows with the groups); beyond, hashing
-# spreads many groups evenly enough.
-BALANCE_GROUPS = 64
 
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC")
@@ -111,6 +103,7 @@ class SparkWritePipeline:
         self.batch_key_bytes: int | None = None  # Spark's estimate, when the batch is not counted
         self._kept: list[DataFrame] = []  # local checkpoints, dropped by release()
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
+        self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self.parallelism = parallelism
         self._job: JobHandle | None = None
@@ -208,6 +201,9 @@ class SparkWritePipeline:
         if self._can_defer_key_check(df):
             self._unchecked = df
             return
+        if self._keeps_keys(df):
+            self._check_and_keep_keys(df)
+            return
         checks = self._key_checks()
         count = F.count(F.lit(1)).alias("rows")
         if PARTITION_PATH in df.columns:
@@ -224,6 +220,37 @@ class SparkWritePipeline:
                 self.batch_partitions, layout.partition_fields, hive_style=layout.hive_style,
                 url_encode=layout.url_encode,
             )
+
+    def _keeps_keys(self, df: DataFrame) -> bool:
+        """Whether the check is the pass that keeps the batch's keys for the index: a simple-index
+        lookup in a partitioned table, of a batch whose keys Spark estimates small."""
+        if not self.operation.looks_up_keys or self.layout.bucket is not None or not self.layout.partition_fields:
+            return False
+        if PARTITION_PATH not in df.columns:
+            return False
+        size = estimated_bytes(df.select(PARTITION_PATH, RECORD_KEY))
+        return size is not None and size <= KEPT_KEY_BYTES
+
+    def _check_and_keep_keys(self, df: DataFrame) -> None:
+        """The batch's (partition path, record key[, integer key field]) kept for the bloom probe
+        and the lookup's broadcast, with the row count, the partition paths and the key checks
+        observed in the same job (:func:`.observed.kept_with`)."""
+        int_key = self._integer_key()
+        columns = [PARTITION_PATH, RECORD_KEY, *([int_key] if int_key else [])]
+        metrics = [F.count(F.lit(1)).alias("rows"), F.collect_set(PARTITION_PATH).alias("paths"), *self._key_checks()]
+        kept, counts = kept_with(df, metrics, columns)
+        self._kept.append(kept)
+        self._arrived_keys = kept
+        self.batch_rows = counts["rows"] or 0
+        self.batch_partitions = sorted(counts["paths"] or ())
+        # Per path only an even share: it decides whether the bloom probe runs, never a match.
+        share = self.batch_rows // max(1, len(self.batch_partitions))
+        self._rows_by_partition = dict.fromkeys(self.batch_partitions, share)
+        self._raise_for_bad_keys(df, counts["nulls"] or 0, counts["ambiguous"] or 0)
+        check_partition_paths(
+            self.batch_partitions, self.layout.partition_fields, hive_style=self.layout.hive_style,
+            url_encode=self.layout.url_encode,
+        )
 
     def _partition_values_checked(self) -> bool:
         """Whether a partition field's text can make a bad folder (strings: '/', '..', length;
@@ -275,35 +302,23 @@ class SparkWritePipeline:
     def persist_profiled(self, tagged: DataFrame) -> tuple[DataFrame, WorkloadProfile]:
         """The tagged batch kept (as :meth:`persist`) and counted.
 
-        A non-partitioned table's counts are global, so they are observed metrics of the very
-        pass that computes and keeps the batch: no job of their own. A partitioned table needs
-        counts per partition path, a grouped job (:meth:`profile`) over the kept batch.
+        The counts are observed metrics of the very pass that computes and keeps the batch: no
+        job of their own (:mod:`.observed`). A partitioned table whose batch paths are not known
+        or too many (or hold a path the batch's keys did not) is counted by a grouped job
+        (:meth:`profile`) over the kept batch instead.
         """
-        if self.layout.partition_fields:
+        partitions = self.batch_partitions if self.layout.partition_fields else None
+        if self.layout.partition_fields and (partitions is None or len(partitions) > OBSERVED_PARTITIONS):
             kept = self.persist(tagged)
             return kept, self.profile(kept)
-        import uuid
-
-        from pyspark.sql import Observation
-
-        observation = Observation(f"tidemark-profile-{uuid.uuid4().hex}")  # unique among concurrent writes
-        metrics = [
-            F.count(F.lit(1)).alias("rows"),
-            F.count_if(F.col(FILE_ID_COLUMN).isNull()).alias("inserts"),
-            *self._key_checks(),
-            F.collect_set(FILE_ID_COLUMN).alias("groups"),  # at most one per file group of the table
-        ]
-        observed = tagged.observe(observation, *metrics)
-        kept = observed.localCheckpoint(eager=True, storageLevel=StorageLevel.MEMORY_AND_DISK)
+        metrics = ProfileMetrics(partitions)
+        checks = self._key_checks() if self._unchecked is not None else []
+        kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
         self._kept.append(kept)
-        counts = observation.get
-        self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
-        inserts = counts["inserts"] or 0
-        return kept, WorkloadProfile(
-            inserts={"": inserts} if inserts else {},
-            existing=counts["rows"] - inserts,
-            updated=frozenset(("", file_id) for file_id in counts["groups"] or ()),
-        )
+        if checks:
+            self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
+        found = metrics.profile(counts)
+        return kept, found if found is not None else self.profile(kept)
 
     def _raise_for_null_keys(self, found: int, ambiguous: int = 0) -> None:
         """Settle a key check left to the profile: raise with the batch's exact null count, or
@@ -398,7 +413,7 @@ class SparkWritePipeline:
         file id of every row of the latest base files of ``partitions`` (None: all) that may
         hold a batch key (bloom index: engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
-        batch = self._arrived
+        batch = self._arrived_keys if self._arrived_keys is not None else self._arrived
         # Probed whenever the lookup itself stays map-side (counted or estimated small batches).
         if len(files) > 1 and batch is not None and self._small_batch() \
                 and (self.batch_rows is None or self.batch_rows <= BLOOM_PRUNE_MAX_KEYS) \
@@ -461,11 +476,14 @@ class SparkWritePipeline:
             # take them distinct). What is left is at most one row per batch key; for a batch of
             # moderate size it is broadcast in turn, so that neither the table's keys nor the
             # batch are shuffled for the lookup.
-            arrived = (self._arrived if self._arrived is not None else df).select(*on)
-            # A (lazy) local checkpoint gives the keys a plan of their own: joining two plans that
-            # share the batch's relations makes Spark re-analyse one side, about 0.2 s of driver.
-            arrived = arrived.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
-            self._kept.append(arrived)
+            if self._arrived_keys is not None:  # kept by the check, already a plan of its own
+                arrived = self._arrived_keys.select(*on)
+            else:
+                arrived = (self._arrived if self._arrived is not None else df).select(*on)
+                # A (lazy) local checkpoint gives the keys a plan of their own: joining two plans that
+                # share the batch's relations makes Spark re-analyse one side, about 0.2 s of driver.
+                arrived = arrived.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
+                self._kept.append(arrived)
             existing = existing.join(F.broadcast(arrived), on=on, how="left_semi")
             if self._broadcast_lookup():
                 return df.join(F.broadcast(existing), on=on, how="left")
@@ -551,45 +569,8 @@ class SparkWritePipeline:
         (:mod:`tidemark.engines.spark.tasks`); otherwise, or for a group not in ``weights``,
         Spark hashes the file ids onto the tasks.
         """
-        base_files = dict(base_files)  # shipped to the tasks with the function
-
-        def write_group(table: pa.Table) -> pa.Table:
-            if _TASK in table.column_names:
-                table = table.drop_columns([_TASK])
-            token, task_partition = task_token()
-            partition = table.column(PARTITION_PATH)[0].as_py()
-            file_id = table.column(FILE_ID_COLUMN)[0].as_py()
-            stat = write_file_group(
-                spec,
-                table,
-                partition_path=partition,
-                file_id=file_id,
-                base_file=base_files.get((partition, file_id)),
-                token=token,
-                task_partition=task_partition,
-            )
-            return stats_table([stat])
-
-        # One task per file group up to a few per core: a task's cost is rewriting whole base files,
-        # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.
-        default = default_parallelism(self.spark)
-        if weights and len(weights) <= BALANCE_GROUPS:
-            tasks = self.parallelism or min(len(weights), 4 * default)
-            placed = balance(weights, tasks)
-            keys = partition_keys(max(placed.values()) + 1)
-            # Null for a group the driver did not expect: hashed onto a task, still whole.
-            task = case_when(
-                [(f"`{FILE_ID_COLUMN}` = {sql_text(file_id)} AND `{PARTITION_PATH}` = {sql_text(partition)}",
-                  str(keys[number])) for (partition, file_id), number in placed.items()],
-                "int",
-            )
-            rows = rows.withColumn(_TASK, task).repartition(len(keys), _TASK)
-            # Grouping by the task column too lets the groups use the task partitioning as it is.
-            grouped = rows.groupBy(_TASK, PARTITION_PATH, FILE_ID_COLUMN)
-        else:
-            tasks = self.parallelism or max(default, min(len(base_files), 4 * default))
-            grouped = rows.repartition(tasks, PARTITION_PATH, FILE_ID_COLUMN).groupBy(PARTITION_PATH, FILE_ID_COLUMN)
-        return self._run_write_job(grouped.applyInArrow(write_group, STATS_DDL), spec.instant_time)
+        job = file_group_writes(self.spark, spec, rows, base_files, weights, self.parallelism)
+        return self._run_write_job(job, spec.instant_time)
 
     def write_bulk(self, spec: WriteSpec, df: DataFrame) -> list[WriteStat]:
         """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
