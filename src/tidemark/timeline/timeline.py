@@ -181,7 +181,9 @@ class Timeline:
     def load(cls, storage: Storage) -> Timeline:
         """List the timeline folder. Only names that changed since the last load of the same
         table in this process are parsed again, so reloading a long timeline stays cheap."""
-        names = set(storage.list_names(TIMELINE_DIR))
+        # Hidden temporary files (a create-if-absent or a staged commit in progress) name no
+        # instant; kept out so that their removal does not count as instant files removed.
+        names = {n for n in storage.list_names(TIMELINE_DIR) if not (n.startswith(".") and n.endswith(".tmp"))}
         # A version 6 table has no timeline folder; one being upgraded has it half written and
         # marked (UPGRADE_MARKER) until hoodie.properties says version 8.
         if (not names or UPGRADE_MARKER_NAME in names) and _on_layout_v1(storage):
