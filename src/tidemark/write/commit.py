@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -67,6 +68,14 @@ class PendingWrite:
     # Instants completed in the timeline snapshot the write planned against: any other
     # instant that completes before we commit is a conflict candidate.
     seen: frozenset[str] | None = None
+    # The file names of that snapshot's listing (Timeline.file_names): the commit finds the
+    # instants completed since among the names that are new (concurrency/conflict.py).
+    snapshot_files: AbstractSet[str] | None = field(default=None, repr=False)
+
+    def planned_against(self, snapshot: Timeline) -> None:
+        """Record the timeline snapshot the write planned against."""
+        self.seen = frozenset(i.requested_time for i in snapshot.completed)
+        self.snapshot_files = snapshot.file_names
 
 
 @dataclass(frozen=True)
@@ -375,7 +384,7 @@ class CommitProtocol:
 
     def _still_mine(self, pending: PendingWrite, timeline: Timeline) -> None:
         """Refuse to publish a write that was rolled back or whose heartbeat expired."""
-        if not any(i.requested_time == pending.instant_time and not i.is_completed for i in timeline):
+        if timeline.pending_instant(pending.instant_time) is None:
             raise HeartbeatExpiredError(pending.instant_time, "its instant is no longer pending (rolled back?)")
         if pending.heartbeat is not None and not pending.heartbeat.is_alive():
             raise HeartbeatExpiredError(
@@ -457,7 +466,8 @@ class CommitProtocol:
                     and (i.completion_time or "") < pending.instant_time
                 )
             checked, seen = _window_across_archival(timeline, seen, pending.seen is not None)
-            mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
+            mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen,
+                                 pending.snapshot_files if pending.seen is not None else None)
             self.strategy.check(self.storage, checked, mine)
             not_built_on_rolled_back(self.storage, checked, mine)
             if schema_json:  # the union with schemas recorded since the snapshot, or a conflict
