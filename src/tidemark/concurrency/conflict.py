@@ -36,6 +36,7 @@ touches a file group of a pending clustering fails.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -67,13 +68,20 @@ class CommitWindow:
 
     requested_time: str
     seen: frozenset[str]  # requested times of the instants completed in the write's snapshot
+    # The file names of the snapshot's listing (Timeline.file_names), when it was a plain load:
+    # the instants completed since are then found among the names that are new, not by a pass
+    # over every instant. The same instants either way (seen is what that listing completed).
+    snapshot_files: AbstractSet[str] | None = None
+
+    def completed_since(self, timeline: Timeline) -> list[Instant]:
+        """Completed instants (any action) not completed in the snapshot, other than this write."""
+        fresh = timeline.completed_since(self.snapshot_files)
+        if fresh is None:
+            fresh = timeline.completed
+        return [i for i in fresh if i.requested_time != self.requested_time and i.requested_time not in self.seen]
 
     def candidates(self, timeline: Timeline) -> list[Instant]:
-        done = [
-            i
-            for i in timeline.completed_data_instants
-            if i.requested_time != self.requested_time and i.requested_time not in self.seen
-        ]
+        done = [i for i in self.completed_since(timeline) if i.action.writes_data]
         plans = [i for i in timeline.pending if i.action in _SERVICE_PLANS]
         return sorted(done, key=lambda i: i.completion_time or "") + plans
 
@@ -84,6 +92,11 @@ class PendingCommit:
     stats: tuple[WriteStat, ...]
     replaced: dict[str, tuple[str, ...]]
     seen: frozenset[str]  # instants completed in the snapshot the write planned against
+    snapshot_files: AbstractSet[str] | None = None  # that snapshot's listing (CommitWindow)
+
+    @property
+    def window(self) -> CommitWindow:
+        return CommitWindow(self.instant_time, self.seen, self.snapshot_files)
 
     def file_groups(self) -> set[tuple[str, str]]:
         touched = {(s.partition_path, s.file_id) for s in self.stats}
@@ -160,14 +173,17 @@ def not_built_on_rolled_back(storage: Storage, timeline: Timeline, mine: Pending
     Raises :class:`RolledBackConflictError`. Holds whatever the conflict strategy, so a
     rollback is never undone by a concurrent writer.
     """
-    for restore in timeline.filter(actions=[Action.RESTORE]):
-        if not restore.is_completed:
+    for restore in timeline.pending:
+        if restore.action is Action.RESTORE:
             raise RolledBackConflictError(
                 instant_time=mine.instant_time, conflicting_instant=restore.requested_time, rolled_back=None,
                 file_groups=[],
             )
     touched = mine.file_groups()
-    for rollback in timeline.filter(actions=[Action.ROLLBACK]):
+    # Rollbacks not completed in the snapshot: the pending ones and those completed since.
+    completed = [i for i in mine.window.completed_since(timeline) if i.action is Action.ROLLBACK]
+    for rollback in sorted([*completed, *(i for i in timeline.pending if i.action is Action.ROLLBACK)],
+                           key=lambda i: i.requested_time):
         if rollback.requested_time in mine.seen:
             continue
         target, groups = undone_by_rollback(storage, timeline, rollback)
@@ -189,7 +205,7 @@ def reconcile_schema(timeline: Timeline, mine: PendingCommit, schema_json: str) 
     (the same new column with types neither promotes to, ...). Holds under every strategy
     and concurrency mode: the latest commit's schema must read every file of the table.
     """
-    window = CommitWindow(mine.instant_time, mine.seen)
+    window = mine.window
     united: pa.Schema | None = None
     for theirs in window.candidates(timeline):
         if not theirs.is_completed:
@@ -214,7 +230,7 @@ class ConflictResolutionStrategy:
     reject_updates_under_clustering = False
 
     def check(self, storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
-        window = CommitWindow(mine.instant_time, mine.seen)
+        window = mine.window
         for theirs in window.candidates(timeline):
             if not theirs.is_completed:
                 if theirs.action is Action.CLUSTERING and self.reject_updates_under_clustering:
@@ -315,7 +331,7 @@ class NonBlockingConflictResolution(ConflictResolutionStrategy):
     """
 
     def check(self, storage: Storage, timeline: Timeline, mine: PendingCommit) -> None:
-        window = CommitWindow(mine.instant_time, mine.seen)
+        window = mine.window
         for theirs in window.candidates(timeline):
             if not theirs.is_completed or theirs.action is not Action.REPLACE_COMMIT:
                 continue

@@ -122,6 +122,11 @@ def properties_problem(data: bytes) -> str | None:
     return None
 
 
+# The file is read at every guard (twice per commit, under the lock); the same bytes parse to
+# the same properties, so the parse of bytes found sound is kept (a copy is handed out).
+_SOUND: dict[bytes, dict[str, str]] = {}
+
+
 def load_properties(read: Callable[[str], bytes]) -> dict[str, str] | None:
     """The table's properties, read as Hudi reads them; None if the table has no such file.
 
@@ -139,9 +144,16 @@ def load_properties(read: Callable[[str], bytes]) -> dict[str, str] | None:
         except OSError as exc:
             problems[path] = f"it cannot be read ({exc.strerror or exc})"
             continue
+        sound = _SOUND.get(data)
+        if sound is not None:
+            return dict(sound)
         problem = properties_problem(data)
         if problem is None:
-            return parse_properties(data.decode("utf-8"))
+            props = parse_properties(data.decode("utf-8"))
+            if len(_SOUND) >= 8:
+                _SOUND.clear()
+            _SOUND[data] = props
+            return dict(props)
         problems[path] = problem
     if not problems:
         return None

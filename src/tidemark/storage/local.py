@@ -100,6 +100,30 @@ class LocalStorage:
         with open(tmp, "wb") as fh:
             fh.write(data)
         try:
+            return self._link_or_create(tmp, full, data)
+        finally:
+            os.unlink(tmp)
+
+    # -- create-if-absent in two steps (storage/staged.py) -------------------------------------
+    def stage(self, folder: str, data: bytes) -> str:
+        """Write ``data`` to a new hidden temporary file in ``folder``; returns its full path."""
+        tmp = self._temp_for(os.path.join(self.full_path(folder), "staged"))
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        return tmp
+
+    def publish_staged(self, staged: str, path: str, data: bytes) -> CreateOutcome:
+        """Give the staged file (holding ``data``) the name ``path`` unless it exists: one ``link``."""
+        return self._link_or_create(staged, self.full_path(path), data)
+
+    @staticmethod
+    def discard_staged(staged: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(staged)
+
+    @staticmethod
+    def _link_or_create(tmp: str, full: str, data: bytes) -> CreateOutcome:
+        try:
             os.link(tmp, full)
             return CreateOutcome.CREATED
         except FileExistsError:
@@ -114,8 +138,6 @@ class LocalStorage:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
             return CreateOutcome.CREATED
-        finally:
-            os.unlink(tmp)
 
     @staticmethod
     def _version_of(st: os.stat_result) -> str:

@@ -23,9 +23,12 @@ def parse_instant_time(text: str) -> datetime:
     """Parse a 17-digit (or 14-digit) instant time as UTC."""
     if len(text) not in (14, 17) or not text.isdigit():
         raise ValueError(f"not an instant time: {text!r} (expected yyyyMMddHHmmssSSS)")
-    base = datetime.strptime(text[:14], _FORMAT).replace(tzinfo=UTC)
-    millis = int(text[14:] or 0)
-    return base + timedelta(milliseconds=millis)
+    # Fields by position (strptime costs ~20 us, under the commit lock); datetime checks the ranges.
+    try:
+        return datetime(int(text[0:4]), int(text[4:6]), int(text[6:8]), int(text[8:10]), int(text[10:12]),
+                        int(text[12:14]), int(text[14:] or 0) * 1000, tzinfo=UTC)
+    except ValueError as exc:
+        raise ValueError(f"not an instant time: {text!r} ({exc})") from None
 
 
 def new_instant_time(floor: str | None = None) -> str:

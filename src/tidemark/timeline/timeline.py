@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from functools import cached_property
 
 from tidemark.errors import CorruptInstantError, InstantNotFoundError, TidemarkError
@@ -84,50 +85,91 @@ def _order(i: Instant) -> tuple[str, str]:
 
 
 class _LoadedTimeline:
-    """The parsed state of one listing: file names, the furthest state of each instant, sorted."""
+    """The parsed state of one listing: file names, the furthest state of each instant, sorted,
+    and the largest time on it. Never changed once built: a new listing extends it into a new one,
+    parsing only the names that are new (so a reload costs the listing plus the new instants)."""
 
-    def __init__(self, names: set[str], best: dict[tuple[str, Action], Instant], instants: list[Instant]) -> None:
+    def __init__(
+        self,
+        names: set[str],
+        best: dict[tuple[str, Action], Instant],
+        instants: list[Instant],
+        max_time: str | None,
+        pending: list[Instant],
+    ) -> None:
         self.names = names
         self.best = best
         self.instants = instants
+        self.max_time = max_time
+        self.pending = pending  # the instants not completed, in order
 
     @classmethod
     def build(cls, names: set[str]) -> _LoadedTimeline:
         best: dict[tuple[str, Action], Instant] = {}
         for name in names:
             _keep_furthest(best, parse_instant_file_name(name))
-        return cls(names, best, sorted(best.values(), key=_order))
+        instants = sorted(best.values(), key=_order)
+        return cls(names, best, instants, _max_time(instants), [i for i in instants if not i.is_completed])
 
-    def extended(self, added: set[str]) -> _LoadedTimeline:
+    def _with_names(self, names: set[str]) -> _LoadedTimeline:
+        return _LoadedTimeline(names, self.best, self.instants, self.max_time, self.pending)
+
+    def extended(self, added: set[str], names: set[str]) -> _LoadedTimeline:
+        """This state with the files ``added`` (``names``: the whole new listing)."""
         if not added:
-            return self
-        best = dict(self.best)
-        changed = False
+            return self if len(names) == len(self.names) else self._with_names(names)
+        changed: dict[tuple[str, Action], Instant] = {}
         for name in added:
-            changed |= _keep_furthest(best, parse_instant_file_name(name))
-        if not changed:
-            return _LoadedTimeline(self.names | added, best, self.instants)
-        instants = list(self.instants)
-        for key, inst in best.items():
-            old = self.best.get(key)
-            if old is inst:
+            inst = parse_instant_file_name(name)
+            if inst is None:
                 continue
+            key = _key(inst)
+            current = changed.get(key) or self.best.get(key)
+            if current is None or _RANK[inst.state] > _RANK[current.state]:
+                changed[key] = inst
+        if not changed:
+            return self._with_names(names)
+        best = dict(self.best)
+        best.update(changed)
+        instants, pending = list(self.instants), list(self.pending)
+        for key, inst in changed.items():  # only the instants that changed move: no pass over all
+            old = self.best.get(key)
             if old is not None:
                 instants.pop(bisect.bisect_left(instants, _order(old), key=_order))
+                if not old.is_completed:
+                    pending.pop(bisect.bisect_left(pending, _order(old), key=_order))
             instants.insert(bisect.bisect_left(instants, _order(inst), key=_order), inst)
-        return _LoadedTimeline(self.names | added, best, instants)
+            if not inst.is_completed:
+                pending.insert(bisect.bisect_left(pending, _order(inst), key=_order), inst)
+        new_max = _max_time(changed.values())
+        max_time = max(filter(None, [self.max_time, new_max]), default=None)
+        return _LoadedTimeline(names, best, instants, max_time, pending)
+
+
+def _max_time(instants: Iterable[Instant]) -> str | None:
+    """The largest requested or completion time of ``instants``."""
+    times = [t for i in instants for t in (i.requested_time, i.completion_time) if t]
+    return max(times, default=None)
+
+
+def _key(inst: Instant) -> tuple[str, Action]:
+    return (inst.requested_time, _COMPLETES_AS.get(inst.action, inst.action))
 
 
 def _keep_furthest(best: dict[tuple[str, Action], Instant], inst: Instant | None) -> bool:
     # Several files stand for one instant (requested, inflight, completed): keep the furthest.
     if inst is None:
         return False
-    key = (inst.requested_time, _COMPLETES_AS.get(inst.action, inst.action))
+    key = _key(inst)
     current = best.get(key)
     if current is None or _RANK[inst.state] > _RANK[current.state]:
         best[key] = inst
         return True
     return False
+
+
+def _is_temp(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 _LOADED: dict[str, _LoadedTimeline] = {}
@@ -176,6 +218,10 @@ class Timeline:
         # Set once something was archived: times before it are of archived, completed instants.
         self.archived_before = archived_before
         self._history = history
+        self._max_time: str | None | bool = False  # False: not known yet (see max_time)
+        # The file names of the listing this timeline was loaded from (None: not a plain load).
+        self.file_names: AbstractSet[str] | None = None
+        self._since: tuple[AbstractSet[str], list[Instant]] | None = None
 
     @classmethod
     def load(cls, storage: Storage) -> Timeline:
@@ -191,11 +237,17 @@ class Timeline:
             return cls(storage, instants, presorted=True, archived_before=boundary, layout_v1=True)
         key = storage.base_path
         cached = _LOADED.get(key)
-        rebuilt = cached is None or not cached.names <= names
-        if cached is None or not cached.names <= names:  # first load, or files were removed
+        # Hidden temporary files (a create-if-absent or a staged commit in progress) name no
+        # instant: their removal is no instant file removed.
+        rebuilt = True
+        if cached is not None:
+            added = names - cached.names
+            removed = len(cached.names) + len(added) - len(names)  # no second set difference unless some were
+            rebuilt = removed > 0 and any(not _is_temp(n) for n in cached.names - names)
+        if cached is None or rebuilt:  # first load, or instant files were removed
             cached = _LoadedTimeline.build(names)
         else:
-            cached = cached.extended(names - cached.names)
+            cached = cached.extended(added, names)
         _LOADED[key] = cached
         archived = _HISTORY.get(key)
         if rebuilt or archived is None:
@@ -205,8 +257,14 @@ class Timeline:
             # matters (every instant is still active). Two requests saved per load on S3.
             archived = _HISTORY[key] = has_history(storage)
         boundary = archive_boundary(cached.instants) if archived else None
-        return cls(storage, cached.instants, presorted=True, archived_before=boundary,
-                   legacy_log_names=LEGACY_LOGS_NAME in names)
+        timeline = cls(storage, cached.instants, presorted=True, archived_before=boundary,
+                       legacy_log_names=LEGACY_LOGS_NAME in names)
+        # What the load knows already, so that the commit's checks under the lock need no pass
+        # over every instant: the largest time, the pending instants, the listing itself.
+        timeline._max_time = cached.max_time
+        timeline.__dict__["pending"] = list(cached.pending)  # the cached_property, filled
+        timeline.file_names = cached.names
+        return timeline
 
     def restricted(self, instants: Iterable[Instant]) -> Timeline:
         """A timeline of some of these instants that keeps this one's archive boundary and history."""
@@ -327,10 +385,39 @@ class Timeline:
         return None
 
     def max_time(self) -> str | None:
-        """The largest requested or completion time on the timeline."""
-        times = [i.requested_time for i in self._instants]
-        times += [i.completion_time for i in self._instants if i.completion_time]
-        return max(times) if times else None
+        """The largest requested or completion time on the timeline (a load knows it already)."""
+        if self._max_time is False:
+            self._max_time = _max_time(self._instants)
+        return self._max_time  # type: ignore[return-value]
+
+    def completed_since(self, snapshot_files: AbstractSet[str] | None) -> list[Instant] | None:
+        """The instants whose completed file is on this timeline's listing but was not on the
+        listing ``snapshot_files`` (an earlier load's :attr:`file_names`), in requested-time order:
+        the instants that completed since that snapshot, found from the names that are new
+        (one set difference) instead of a pass over every instant. None when either timeline
+        is not a plain load of the folder (then compare the instants themselves)."""
+        if snapshot_files is None or self.file_names is None or self.layout_v1:
+            return None
+        if self._since is not None and self._since[0] is snapshot_files:  # asked once per check
+            return list(self._since[1])
+        found = {}
+        for name in self.file_names - snapshot_files:
+            inst = parse_instant_file_name(name)
+            if inst is not None and inst.is_completed:
+                found[_key(inst)] = inst
+        since = sorted(found.values(), key=_order)
+        self._since = (snapshot_files, since)
+        return list(since)
+
+    def pending_instant(self, requested_time: str) -> Instant | None:
+        """The pending instant requested at ``requested_time`` (a binary search), or None."""
+        at = bisect.bisect_left(self._instants, (requested_time, ""), key=_order)
+        for inst in self._instants[at:]:
+            if inst.requested_time != requested_time:
+                return None
+            if not inst.is_completed:
+                return inst
+        return None
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """The commit metadata of a completed data instant (cached per process), archived or not."""

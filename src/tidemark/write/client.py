@@ -251,7 +251,7 @@ class WriteClient(Generic[FrameT]):
                     _refuse_existing(profile)
 
             pending = protocol.start(op_name, action)
-            pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
+            pending.planned_against(view.timeline)
             try:
                 replaced: dict[str, list[str]] = {}
                 with self._markers_for(pipeline, pending, _spec(self, user_schema)) as (spec, server):
@@ -317,7 +317,7 @@ class WriteClient(Generic[FrameT]):
             )
         replaced = _replaced_groups(view, operation.overwrite, set(paths))
         pending = protocol.start(operation.hudi_name, operation.action(merge_on_read=self.merge_on_read))
-        pending.seen = frozenset(i.requested_time for i in view.timeline.completed)
+        pending.planned_against(view.timeline)
         try:
             protocol.inflight(pending)
             schema = table_schema or pa.schema([])

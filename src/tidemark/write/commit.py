@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -51,6 +52,7 @@ from tidemark.recovery.clean import finish_pending_clean
 from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.recovery.savepoint import finish_pending_restores
 from tidemark.storage import CreateOutcome, Storage
+from tidemark.storage.staged import StagedFile, stage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
 
@@ -66,6 +68,14 @@ class PendingWrite:
     # Instants completed in the timeline snapshot the write planned against: any other
     # instant that completes before we commit is a conflict candidate.
     seen: frozenset[str] | None = None
+    # The file names of that snapshot's listing (Timeline.file_names): the commit finds the
+    # instants completed since among the names that are new (concurrency/conflict.py).
+    snapshot_files: AbstractSet[str] | None = field(default=None, repr=False)
+
+    def planned_against(self, snapshot: Timeline) -> None:
+        """Record the timeline snapshot the write planned against."""
+        self.seen = frozenset(i.requested_time for i in snapshot.completed)
+        self.snapshot_files = snapshot.file_names
 
 
 @dataclass(frozen=True)
@@ -374,7 +384,7 @@ class CommitProtocol:
 
     def _still_mine(self, pending: PendingWrite, timeline: Timeline) -> None:
         """Refuse to publish a write that was rolled back or whose heartbeat expired."""
-        if not any(i.requested_time == pending.instant_time and not i.is_completed for i in timeline):
+        if timeline.pending_instant(pending.instant_time) is None:
             raise HeartbeatExpiredError(pending.instant_time, "its instant is no longer pending (rolled back?)")
         if pending.heartbeat is not None and not pending.heartbeat.is_alive():
             raise HeartbeatExpiredError(
@@ -407,44 +417,25 @@ class CommitProtocol:
                 replaced_file_ids=replaced,
                 is_replace=pending.action is Action.REPLACE_COMMIT,
             )
+            # The bytes are written ahead of the lock: under it a link names them (storage/staged.py).
+            staged = stage(self.storage, TIMELINE_DIR, meta.to_bytes())
             waited = time.perf_counter()
-            with self.lock.hold("commit"):
-                entered = time.perf_counter()
-                self.guard()
-                timeline = Timeline.load(self.storage)
-                if self.config.multi_writer:
-                    seen = pending.seen
-                    if seen is None:  # no snapshot recorded: everything completed after we started counts
-                        seen = frozenset(
-                            i.requested_time for i in timeline.completed if i.requested_time < pending.instant_time
-                            and (i.completion_time or "") < pending.instant_time
-                        )
-                    checked, seen = _window_across_archival(timeline, seen, pending.seen is not None)
-                    mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen)
-                    self.strategy.check(self.storage, checked, mine)
-                    not_built_on_rolled_back(self.storage, checked, mine)
-                    if schema_json:  # the union with schemas recorded since the snapshot, or a conflict
-                        reconciled = reconcile_schema(checked, mine, schema_json)
-                        if reconciled != schema_json:
-                            meta = replace(meta, extra={**meta.extra, "schema": reconciled})
-                    self._still_mine(pending, timeline)
-                self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
-                # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
-                record_if_maintained(self.storage, pending.instant_time, stats,
-                                     compact_after=self.config.metadata_compact_max_delta_commits)
-                completion_time = self._new_time(timeline, at_least=pending.instant_time)
-                name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
-                outcome = self.storage.create_if_absent(f"{TIMELINE_DIR}/{name}", meta.to_bytes())
-                if outcome is not CreateOutcome.CREATED:
-                    raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
+            try:
+                with self.lock.hold("commit"):
+                    entered = time.perf_counter()
+                    timeline, completion_time = self._publish_under_lock(pending, stats, replaced, staged, meta,
+                                                                         schema_json)
+                released = time.perf_counter()
+            finally:
+                staged.discard()
             published = Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+            self.last_commit_timing = CommitTiming(
+                lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(released - entered) * 1000
+            )
             # The timeline read under the lock with this instant completed: what the inline
             # services decide with (a hint; each service reloads under its own lock).
             self.committed_timeline = timeline.restricted(
                 [*(i for i in timeline if i.requested_time != pending.instant_time), published])
-            self.last_commit_timing = CommitTiming(
-                lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(time.perf_counter() - entered) * 1000
-            )
         except BaseException:
             self.abort_if_pending(pending)
             raise
@@ -452,6 +443,48 @@ class CommitProtocol:
             pending.heartbeat.stop()
         delete_markers(self.storage, pending.instant_time)
         return published
+
+    def _publish_under_lock(
+        self,
+        pending: PendingWrite,
+        stats: Sequence[WriteStat],
+        replaced: dict[str, tuple[str, ...]],
+        staged: StagedFile,
+        meta: CommitMetadata,
+        schema_json: str | None,
+    ) -> tuple[Timeline, str]:
+        """The critical section of :meth:`complete`, called holding the lock: reload the timeline,
+        run the checks, publish ``staged`` (``meta``'s bytes; staged again if the schema is
+        reconciled). Returns the timeline read and the completion time."""
+        self.guard()
+        timeline = Timeline.load(self.storage)
+        if self.config.multi_writer:
+            seen = pending.seen
+            if seen is None:  # no snapshot recorded: everything completed after we started counts
+                seen = frozenset(
+                    i.requested_time for i in timeline.completed if i.requested_time < pending.instant_time
+                    and (i.completion_time or "") < pending.instant_time
+                )
+            checked, seen = _window_across_archival(timeline, seen, pending.seen is not None)
+            mine = PendingCommit(pending.instant_time, tuple(stats), replaced, seen,
+                                 pending.snapshot_files if pending.seen is not None else None)
+            self.strategy.check(self.storage, checked, mine)
+            not_built_on_rolled_back(self.storage, checked, mine)
+            if schema_json:  # the union with schemas recorded since the snapshot, or a conflict
+                reconciled = reconcile_schema(checked, mine, schema_json)
+                if reconciled != schema_json:
+                    staged.restage(replace(meta, extra={**meta.extra, "schema": reconciled}).to_bytes())
+            self._still_mine(pending, timeline)
+        self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
+        # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
+        record_if_maintained(self.storage, pending.instant_time, stats,
+                             compact_after=self.config.metadata_compact_max_delta_commits)
+        completion_time = self._new_time(timeline, at_least=pending.instant_time)
+        name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
+        outcome = staged.publish(f"{TIMELINE_DIR}/{name}")
+        if outcome is not CreateOutcome.CREATED:
+            raise CommitError(f"could not publish {name}: {outcome.value}", instant_time=pending.instant_time)
+        return timeline, completion_time
 
     def abort(self, pending: PendingWrite) -> RollbackResult:
         """Roll back a write that will not complete: its files go, a rollback instant records it."""
