@@ -31,6 +31,6 @@ $PY benchmarks/bench_shapes.py --engines spark --rows 5000000 --repeat 1 --shape
     --work-dir "$OUT/w-spark5" --out "$OUT/spark5m.md" --json "$OUT/spark5m.json" >>"$OUT/run.log" 2>&1
 rm -rf "$OUT/w-spark5"
 log "4. small commits, critical section, memory"
-$PY benchmarks/bench_small_commits.py --commits 50 --repeat "$REPEAT" --sizes 10 1000 10000 --archival both \
+$PY benchmarks/bench_small_commits.py --commits 50 --repeat "$REPEAT" --sizes 10 1000 10000 --archival both --archive-every 500 \
     --memory-rows 5000000 --json "$OUT/small_commits.json" >>"$OUT/run.log" 2>&1
 log "done"
