@@ -166,7 +166,7 @@ def write_file_group(
         # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
         matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
         matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
-        fresh_rows = incoming.filter(pc.invert(matched_mask))
+        fresh_mask = pc.invert(matched_mask)
         # The table's merger decides, per stored record, what the batch's record makes of it.
         older = touched.select(matched.column_names[:-1])
         older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
@@ -185,12 +185,20 @@ def write_file_group(
         out.write(touched.filter(unchanged))
     else:
         updates = incoming.slice(0, 0)
-        fresh_rows = incoming
-    # A delete of a key this file group does not hold has nothing to delete.
-    inserts = fresh_rows.filter(pc.not_equal(fresh_rows.column(OP_COLUMN), OP_DELETE))
+        fresh_mask = None
+    # A delete of a key this file group does not hold has nothing to delete. One filter (none
+    # if every row is an insert) keeps the batch's rows of new keys: each filter is a copy.
+    is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
+    if pc.any(is_delete).as_py():
+        fresh_mask = pc.invert(is_delete) if fresh_mask is None else pc.and_(fresh_mask, pc.invert(is_delete))
+    inserts = incoming if fresh_mask is None or pc.all(fresh_mask).as_py() else incoming.filter(fresh_mask)
     fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
-    out.write(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
+    # In slices, as the stored rows: the meta columns (the file name in every row) and the
+    # writer's row group are built for one slice at a time, not for all the new rows at once.
+    for start in range(0, fresh.num_rows, STREAM_ROWS):
+        piece = fresh.slice(start, STREAM_ROWS)
+        out.write(with_meta_columns(piece, spec.schema, spec.instant_time, name, seq_prefix, start))
     out.close()
     file_size = output.commit()
     return WriteStat(
