@@ -102,6 +102,9 @@ class ArrowWritePipeline:
     def __init__(self, layout: TableLayout, user_schema: pa.Schema) -> None:
         self.layout = layout
         self.user_schema = user_schema
+        # What the index lookup learnt of each candidate file: (its path, the positions of its
+        # rows whose keys the batch holds), so its rewrite need not probe the file's keys again.
+        self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
 
     def file_groups_of(self, rows: pa.Table) -> set[tuple[str, str]]:
         pairs = rows.select([PARTITION_PATH, FILE_ID_COLUMN]).filter(pc.is_valid(rows.column(FILE_ID_COLUMN)))
@@ -114,7 +117,7 @@ class ArrowWritePipeline:
 
     # -- frame helpers ------------------------------------------------------------------
     def release(self) -> None:
-        return None  # nothing is kept beyond the tables the client holds
+        self._touched = {}  # nothing else is kept beyond the tables the client holds
 
     def look_up(
         self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
@@ -124,6 +127,8 @@ class ArrowWritePipeline:
         else:
             tagged = batch.append_column(FILE_ID_COLUMN, pa.nulls(batch.num_rows, pa.string()))
         profile = self.profile(tagged)
+        if drop_existing:  # the existing keys' rows are left out: the files they are in are not theirs to rewrite
+            self._touched = {}
         return Tagged(self.only_new(tagged) if drop_existing else tagged, profile)
 
     def assign_buckets(self, batch: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
@@ -252,16 +257,19 @@ class ArrowWritePipeline:
             codes = encoded.indices.to_numpy(zero_copy_only=False)
             rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
         owner = np.full(n, -1, dtype=np.int64)
+        self._touched = {}
         for i, f in enumerate(files):
             rows = rows_of.get(f.partition_path) if by_partition else None
             if by_partition and rows is None:
                 continue
             probe = keys if rows is None else keys.take(pa.array(rows))
-            hit = _found_in_file(view, f.path, probe)
+            hit, stored_rows = _found_in_file(view, f.path, probe)
             where = hit if rows is None else rows[hit]
             if (owner[where] >= 0).any():
+                self._touched = {}
                 return self._tag_by_join(frame, files, view, by_partition)
             owner[where] = i
+            self._touched[(f.partition_path, f.file_id)] = (f.path, stored_rows)
         pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
         found = owner >= 0
         mask = pa.array(~found)
@@ -379,11 +387,12 @@ class ArrowWritePipeline:
         stats = []
         for task, (partition, file_id, start, count) in enumerate(runs):
             group = rows.take(order.slice(start, count))
+            base_file = base_files.get((partition, file_id))
             stats.append(
                 write_file_group(
-                    spec, group, partition_path=partition, file_id=file_id,
-                    base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
-                    task_partition=task,
+                    spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
+                    token=write_token(task, 0, task), task_partition=task,
+                    touched_rows=self._touched_rows(partition, file_id, base_file),
                 )
             )
             del group
@@ -394,13 +403,30 @@ class ArrowWritePipeline:
         return list(write_new_files(spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
                                     task_partition=0))
 
+    def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
+        """The rows of the base file that hold the batch's keys, as the index lookup found them (if
+        it read this very file): the rewrite then need not probe each slice of it again."""
+        known = self._touched.get((partition, file_id))
+        return known[1] if known is not None and base_file is not None and known[0] == base_file else None
 
-def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> np.ndarray:
-    """The positions of ``probe``'s keys that the base file at ``path`` holds."""
+
+def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
+    of the file's rows that hold them (both ascending).
+
+    The hash table is built on the batch's keys (the smaller side) and the file's keys probe
+    it: inserting a million stored keys into a hash table costs ~4x looking them up.
+    """
     # One column of the file: ranged reads of its chunks on an object store, not the file.
     stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY])
-    at = pc.index_in(probe, value_set=stored.column(RECORD_KEY).combine_chunks().cast(pa.string()))
-    return np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+    at = pc.index_in(stored.column(RECORD_KEY).combine_chunks().cast(pa.string()), value_set=probe)
+    stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+    first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
+    if len(first) == 0:
+        return first.astype(np.int64), stored_rows
+    # Every position of those keys (a batch that was not deduplicated may hold a key twice).
+    found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
+    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
 
 
 def _distinct_keys(frame: pa.Table) -> bool:
