@@ -414,12 +414,17 @@ def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np
     """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
     of the file's rows that hold them (both ascending).
 
-    The hash table is built on the batch's keys (the smaller side) and the file's keys probe
-    it: inserting a million stored keys into a hash table costs ~4x looking them up.
+    The hash table is built on the smaller side (inserting a million stored keys into a hash
+    table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
     """
     # One column of the file: ranged reads of its chunks on an object store, not the file.
     stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY])
-    at = pc.index_in(stored.column(RECORD_KEY).combine_chunks().cast(pa.string()), value_set=probe)
+    keys = stored.column(RECORD_KEY).combine_chunks().cast(pa.string())
+    if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
+        hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
+        found_keys = probe.take(pa.array(hit))
+        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False))
+    at = pc.index_in(keys, value_set=probe)
     stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
     first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
     if len(first) == 0:
