@@ -46,6 +46,10 @@ def _corrupt(exc: BaseException, where: str) -> CorruptDataFileError:
     return CorruptDataFileError(where, text.splitlines()[0] if text else type(exc).__name__)
 
 
+# Bytes read at a time from a column chunk while a file streams through (pages are ~1 MB).
+STREAM_BUFFER = 1 << 20
+
+
 def iter_data_file(
     full_path: DataSource,
     *,
@@ -60,17 +64,34 @@ def iter_data_file(
     Raises CorruptDataFileError as :func:`read_data_file` does.
     """
     try:
-        # Without pre-buffering: it would hold a whole row group's column chunks in memory at once.
-        form = ds.ParquetFileFormat(default_fragment_scan_options=ds.ParquetFragmentScanOptions(pre_buffer=False))
-        if isinstance(full_path, str):
-            fragment = form.make_fragment(full_path, filesystem=pafs.LocalFileSystem())
-        else:
-            fragment = form.make_fragment(full_path)
-        # No read-ahead: the scanner would otherwise decode many slices ahead of the consumer.
-        for batch in fragment.to_batches(schema=schema, columns=schema.names, batch_size=batch_size,
-                                         batch_readahead=0, fragment_readahead=0):
-            yield pa.Table.from_batches([batch], schema=schema)
+        # Pages read through a buffered stream, without pre-buffering: either would otherwise
+        # hold a whole row group's column chunks in memory at once (pyarrow's dataset scanner
+        # decodes a row group's columns ahead of the batches: ~4x the slice's size).
+        stored = pq.ParquetFile(full_path, pre_buffer=False, buffer_size=STREAM_BUFFER)
+        present = [f for f in schema if f.name in stored.schema_arrow.names]
+        if any(stored.schema_arrow.field(f.name).type != f.type for f in present):
+            yield from _iter_by_dataset(full_path, schema, batch_size)  # evolved types: the scanner casts
+            return
+        names = [f.name for f in present]
+        for batch in stored.iter_batches(batch_size=batch_size, columns=names, use_threads=False):
+            columns = [batch.column(f.name) if f.name in names else pa.nulls(batch.num_rows, f.type) for f in schema]
+            yield pa.Table.from_arrays(columns, schema=schema)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:
         raise _corrupt(exc, path or str(full_path)) from None
+
+
+def _iter_by_dataset(full_path: DataSource, schema: pa.Schema, batch_size: int) -> Iterator[pa.Table]:
+    """:func:`iter_data_file` through pyarrow's dataset scanner, which casts evolved column types."""
+    options = ds.ParquetFragmentScanOptions(pre_buffer=False, use_buffered_stream=True, buffer_size=STREAM_BUFFER)
+    form = ds.ParquetFileFormat(default_fragment_scan_options=options)
+    if isinstance(full_path, str):
+        fragment = form.make_fragment(full_path, filesystem=pafs.LocalFileSystem())
+    else:
+        full_path.seek(0)
+        fragment = form.make_fragment(full_path)
+    # No read-ahead: the scanner would otherwise decode many slices ahead of the consumer.
+    for batch in fragment.to_batches(schema=schema, columns=schema.names, batch_size=batch_size,
+                                     batch_readahead=0, fragment_readahead=0):
+        yield pa.Table.from_batches([batch], schema=schema)

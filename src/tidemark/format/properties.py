@@ -6,6 +6,7 @@ backslash. Keys tidemark does not use are kept and written back unchanged.
 
 from __future__ import annotations
 
+import functools
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,14 @@ def _unescape(value: str) -> str:
 
 
 def parse_properties(text: str) -> dict[str, str]:
+    """The key/value pairs of a Java properties text (a new dict each call)."""
+    return dict(_parsed_properties(text))
+
+
+# A write reads hoodie.properties several times (writer settings, checks): the same text is
+# parsed once, not character by character on every read.
+@functools.lru_cache(maxsize=32)
+def _parsed_properties(text: str) -> tuple[tuple[str, str], ...]:
     props: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()
@@ -72,7 +81,7 @@ def parse_properties(text: str) -> dict[str, str]:
                 break
             i += 1
         props[_unescape(line[:i].strip())] = _unescape(line[i + 1 :].strip())
-    return props
+    return tuple(props.items())
 
 
 def format_properties(props: Mapping[str, str]) -> str:

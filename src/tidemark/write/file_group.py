@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -113,12 +114,16 @@ def write_file_group(
     base_file: str | None,
     token: str,
     task_partition: int,
+    touched_rows: np.ndarray | None = None,
 ) -> WriteStat:
     """Write the next version of one file group and return its statistics.
 
     ``incoming`` holds the user columns, ``_hoodie_record_key``,
     ``_hoodie_partition_path`` and the op column; keys are unique. ``base_file``
     is the table-relative path of the current version, or None for a new group.
+    ``touched_rows``, if the caller knows them (the Arrow engine's index lookup read the
+    file's keys): the ascending positions of the base file's rows whose keys the batch may
+    hold (a superset is fine), so that each slice of it is not probed with the batch's keys.
     """
     if spec.log_schema is not None and base_file is not None:
         return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
@@ -156,17 +161,31 @@ def write_file_group(
             return pa.Table.from_arrays(columns, schema=spec.schema)
 
         touched_pieces = []
+        first_row = 0
         for piece in iter_data_file(storage.open_input(base_file), path=base_file, schema=stored_schema,
                                     batch_size=STREAM_ROWS):
-            hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
+            if touched_rows is None:
+                hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
+            else:  # the known positions of this slice: no hash table of the batch's keys per slice
+                mine = touched_rows[np.searchsorted(touched_rows, first_row):
+                                    np.searchsorted(touched_rows, first_row + piece.num_rows)]
+                mask = np.zeros(piece.num_rows, dtype=bool)
+                mask[mine - first_row] = True
+                hit = pa.array(mask)
+            first_row += piece.num_rows
             touched_pieces.append(piece.filter(hit))
             out.write(as_written(piece.filter(pc.invert(hit))))
         touched = pa.concat_tables(touched_pieces) if touched_pieces else stored_schema.empty_table()
+        if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
+            held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
+            if not pc.all(held).as_py():
+                out.write(as_written(touched.filter(pc.invert(held))))
+                touched = touched.filter(held)
         touched = as_written(touched).sort_by(RECORD_KEY)
         # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
         matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
         matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
-        fresh_rows = incoming.filter(pc.invert(matched_mask))
+        fresh_mask = pc.invert(matched_mask)
         # The table's merger decides, per stored record, what the batch's record makes of it.
         older = touched.select(matched.column_names[:-1])
         older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
@@ -185,12 +204,20 @@ def write_file_group(
         out.write(touched.filter(unchanged))
     else:
         updates = incoming.slice(0, 0)
-        fresh_rows = incoming
-    # A delete of a key this file group does not hold has nothing to delete.
-    inserts = fresh_rows.filter(pc.not_equal(fresh_rows.column(OP_COLUMN), OP_DELETE))
+        fresh_mask = None
+    # A delete of a key this file group does not hold has nothing to delete. One filter (none
+    # if every row is an insert) keeps the batch's rows of new keys: each filter is a copy.
+    is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
+    if pc.any(is_delete).as_py():
+        fresh_mask = pc.invert(is_delete) if fresh_mask is None else pc.and_(fresh_mask, pc.invert(is_delete))
+    inserts = incoming if fresh_mask is None or pc.all(fresh_mask).as_py() else incoming.filter(fresh_mask)
     fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
-    out.write(with_meta_columns(fresh, spec.schema, spec.instant_time, name, seq_prefix))
+    # In slices, as the stored rows: the meta columns (the file name in every row) and the
+    # writer's row group are built for one slice at a time, not for all the new rows at once.
+    for start in range(0, fresh.num_rows, STREAM_ROWS):
+        piece = fresh.slice(start, STREAM_ROWS)
+        out.write(with_meta_columns(piece, spec.schema, spec.instant_time, name, seq_prefix, start))
     out.close()
     file_size = output.commit()
     return WriteStat(

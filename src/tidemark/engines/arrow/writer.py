@@ -25,6 +25,7 @@ from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.key_pruning import files_that_may_hold
+from tidemark.write.meta_columns import constant
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import (
@@ -101,6 +102,9 @@ class ArrowWritePipeline:
     def __init__(self, layout: TableLayout, user_schema: pa.Schema) -> None:
         self.layout = layout
         self.user_schema = user_schema
+        # What the index lookup learnt of each candidate file: (its path, the positions of its
+        # rows whose keys the batch holds), so its rewrite need not probe the file's keys again.
+        self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
 
     def file_groups_of(self, rows: pa.Table) -> set[tuple[str, str]]:
         pairs = rows.select([PARTITION_PATH, FILE_ID_COLUMN]).filter(pc.is_valid(rows.column(FILE_ID_COLUMN)))
@@ -113,7 +117,7 @@ class ArrowWritePipeline:
 
     # -- frame helpers ------------------------------------------------------------------
     def release(self) -> None:
-        return None  # nothing is kept beyond the tables the client holds
+        self._touched = {}  # nothing else is kept beyond the tables the client holds
 
     def look_up(
         self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
@@ -123,6 +127,8 @@ class ArrowWritePipeline:
         else:
             tagged = batch.append_column(FILE_ID_COLUMN, pa.nulls(batch.num_rows, pa.string()))
         profile = self.profile(tagged)
+        if drop_existing:  # the existing keys' rows are left out: the files they are in are not theirs to rewrite
+            self._touched = {}
         return Tagged(self.only_new(tagged) if drop_existing else tagged, profile)
 
     def assign_buckets(self, batch: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
@@ -130,6 +136,8 @@ class ArrowWritePipeline:
 
     def profile(self, tagged: pa.Table) -> WorkloadProfile:
         # Null keys were rejected by prepare(): this engine has the whole batch in memory.
+        # Counted on the two columns it needs: filtering the whole batch would copy its rows.
+        tagged = tagged.select([PARTITION_PATH, FILE_ID_COLUMN])
         found = tagged.filter(pc.is_valid(tagged.column(FILE_ID_COLUMN)))
         groups = found.select([PARTITION_PATH, FILE_ID_COLUMN]).group_by([PARTITION_PATH, FILE_ID_COLUMN]).aggregate([])
         updated = zip(groups.column(PARTITION_PATH).to_pylist(), groups.column(FILE_ID_COLUMN).to_pylist(), strict=True)
@@ -148,14 +156,14 @@ class ArrowWritePipeline:
 
     def upsert_rows(self, updates: pa.Table, routed: pa.Table | None) -> pa.Table:
         rows = updates if routed is None else pa.concat_tables([updates, routed.select(updates.column_names)])
-        return rows.append_column(OP_COLUMN, pa.array([OP_UPSERT] * rows.num_rows, pa.string()))
+        return rows.append_column(OP_COLUMN, constant(OP_UPSERT, rows.num_rows))
 
     def delete_rows(self, tagged: pa.Table) -> pa.Table:
         found = tagged.filter(pc.is_valid(tagged.column(FILE_ID_COLUMN)))
         # A delete keeps its ordering values: a stale delete must not remove a newer record.
         ordering = [c for c in self.layout.ordering_fields if c in found.column_names]
         rows = found.select([RECORD_KEY, PARTITION_PATH, FILE_ID_COLUMN, *ordering])
-        return rows.append_column(OP_COLUMN, pa.array([OP_DELETE] * rows.num_rows, pa.string()))
+        return rows.append_column(OP_COLUMN, constant(OP_DELETE, rows.num_rows))
 
     # -- preparing the batch ------------------------------------------------------------
     def prepare(self, frame: pa.Table, *, allow_missing: bool, keys_only: bool, dedup: bool = False) -> pa.Table:
@@ -204,8 +212,8 @@ class ArrowWritePipeline:
     def dedup(self, frame: pa.Table) -> pa.Table:
         """One record per key, merged with the table's merger (for commit-time and event-time
         ordering: the greatest ordering values, then the last occurrence; nulls lose)."""
-        if frame.num_rows <= 1:
-            return frame
+        if frame.num_rows <= 1 or _distinct_keys(frame):
+            return frame  # nothing to merge: the batch as it is, not a sorted copy of it
         keys = [c for c in (PARTITION_PATH, RECORD_KEY) if c in frame.column_names]
         merge = self.layout.merge
         if not merge.max_by_dedup:
@@ -249,19 +257,20 @@ class ArrowWritePipeline:
             codes = encoded.indices.to_numpy(zero_copy_only=False)
             rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
         owner = np.full(n, -1, dtype=np.int64)
+        self._touched = {}
         for i, f in enumerate(files):
             rows = rows_of.get(f.partition_path) if by_partition else None
             if by_partition and rows is None:
                 continue
-            # One column of the file: ranged reads of its chunks on an object store, not the file.
-            stored = read_data_file(view.storage.open_ranged(f.path), path=f.path, columns=[RECORD_KEY])
             probe = keys if rows is None else keys.take(pa.array(rows))
-            at = pc.index_in(probe, value_set=stored.column(RECORD_KEY).combine_chunks().cast(pa.string()))
-            hit = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+            hit, stored_rows = _found_in_file(view, f.path, probe)
             where = hit if rows is None else rows[hit]
             if (owner[where] >= 0).any():
+                self._touched = {}
                 return self._tag_by_join(frame, files, view, by_partition)
             owner[where] = i
+            self._touched[(f.partition_path, f.file_id)] = (f.path, stored_rows)
+        pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
         found = owner >= 0
         mask = pa.array(~found)
         file_ids = pa.array([f.file_id for f in files] or [""], pa.string()).take(pa.array(np.maximum(owner, 0)))
@@ -309,19 +318,37 @@ class ArrowWritePipeline:
     def partition_counts(self, rows: pa.Table) -> dict[str, int]:
         if rows.num_rows == 0:
             return {}
-        grouped = rows.group_by(PARTITION_PATH).aggregate([(RECORD_KEY, "count")])
-        return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column(f"{RECORD_KEY}_count").to_pylist(),
+        grouped = rows.select([PARTITION_PATH]).group_by(PARTITION_PATH).aggregate([([], "count_all")])
+        return dict(zip(grouped.column(PARTITION_PATH).to_pylist(), grouped.column("count_all").to_pylist(),
                         strict=True))
 
     def route(self, tagged: pa.Table, buckets: Sequence[InsertBucket] | None) -> pa.Table:
         if buckets is None:  # bucket index: every row has its file id
             return self.upsert_rows(tagged, None)
-        updates, inserts = self.split(tagged)
-        return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
+        if not buckets:  # no insert goes anywhere: only the existing keys are written
+            return self.upsert_rows(self.split(tagged)[0], None)
+        # The inserts' file ids are set in place, not on a filtered copy of the batch joined
+        # back to the updates: the rows are not copied at all (write_file_groups orders them).
+        found = pc.is_valid(tagged.column(FILE_ID_COLUMN))
+        new_rows = np.flatnonzero(~found.to_numpy(zero_copy_only=False))
+        if len(new_rows) == 0:
+            return self.upsert_rows(tagged, None)
+        inserts = tagged.select([RECORD_KEY, PARTITION_PATH]).take(pa.array(new_rows))
+        file_ids = np.empty(tagged.num_rows, dtype=object)
+        file_ids[new_rows] = self.insert_file_ids(inserts, buckets)
+        combined = pc.if_else(found, tagged.column(FILE_ID_COLUMN), pa.array(file_ids, pa.string()))
+        return self.upsert_rows(tagged.set_column(tagged.schema.get_field_index(FILE_ID_COLUMN), FILE_ID_COLUMN,
+                                                  combined), None)
 
     def route_inserts(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> pa.Table:
+        """The inserts with the file id of the bucket :meth:`insert_file_ids` gives each."""
+        routed = inserts.drop_columns([FILE_ID_COLUMN])
+        return routed.append_column(FILE_ID_COLUMN, pa.array(self.insert_file_ids(inserts, buckets), pa.string()))
+
+    def insert_file_ids(self, inserts: pa.Table, buckets: Sequence[InsertBucket]) -> np.ndarray:
         """Each insert goes to its partition's bucket whose [low, high) holds crc32(key) / 2^32 (the
-        partition's last bucket if none does); vectorised: one pass per partition, none per row."""
+        partition's last bucket if none does); vectorised: one pass per partition, none per row.
+        ``inserts`` needs only the record key and partition path columns."""
         by_partition: dict[str, list[InsertBucket]] = {}
         for b in buckets:
             by_partition.setdefault(b.partition_path, []).append(b)
@@ -339,8 +366,7 @@ class ArrowWritePipeline:
                 chosen[hit] = i
                 undecided &= ~hit
             file_ids[mine] = np.array([b.file_id for b in group], dtype=object)[chosen]
-        routed = inserts.drop_columns([FILE_ID_COLUMN])
-        return routed.append_column(FILE_ID_COLUMN, pa.array(file_ids, pa.string()))
+        return file_ids
 
     def write_file_groups(
         self,
@@ -351,21 +377,66 @@ class ArrowWritePipeline:
     ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
-        ordered = rows.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
+        # The batch is ordered by index, not copied: each file group's rows are taken in turn
+        # (one group's copy at a time), in key order within the group.
+        order = pc.sort_indices(rows.select([PARTITION_PATH, FILE_ID_COLUMN, RECORD_KEY]),
+                                sort_keys=[(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending"),
+                                           (RECORD_KEY, "ascending")])
+        runs = file_group_runs(rows.select([PARTITION_PATH, FILE_ID_COLUMN]).take(order))
+        pa.default_memory_pool().release_unused()
         stats = []
-        for task, (partition, file_id, start, count) in enumerate(file_group_runs(ordered)):
+        for task, (partition, file_id, start, count) in enumerate(runs):
+            group = rows.take(order.slice(start, count))
+            base_file = base_files.get((partition, file_id))
             stats.append(
                 write_file_group(
-                    spec, ordered.slice(start, count), partition_path=partition, file_id=file_id,
-                    base_file=base_files.get((partition, file_id)), token=write_token(task, 0, task),
-                    task_partition=task,
+                    spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
+                    token=write_token(task, 0, task), task_partition=task,
+                    touched_rows=self._touched_rows(partition, file_id, base_file),
                 )
             )
+            del group
+            pa.default_memory_pool().release_unused()  # the group's pages back to the system
         return stats
 
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
         return list(write_new_files(spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
                                     task_partition=0))
+
+    def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
+        """The rows of the base file that hold the batch's keys, as the index lookup found them (if
+        it read this very file): the rewrite then need not probe each slice of it again."""
+        known = self._touched.get((partition, file_id))
+        return known[1] if known is not None and base_file is not None and known[0] == base_file else None
+
+
+def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
+    of the file's rows that hold them (both ascending).
+
+    The hash table is built on the smaller side (inserting a million stored keys into a hash
+    table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
+    """
+    # One column of the file: ranged reads of its chunks on an object store, not the file.
+    stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY])
+    keys = stored.column(RECORD_KEY).combine_chunks().cast(pa.string())
+    if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
+        hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
+        found_keys = probe.take(pa.array(hit))
+        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False))
+    at = pc.index_in(keys, value_set=probe)
+    stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+    first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
+    if len(first) == 0:
+        return first.astype(np.int64), stored_rows
+    # Every position of those keys (a batch that was not deduplicated may hold a key twice).
+    found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
+    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
+
+
+def _distinct_keys(frame: pa.Table) -> bool:
+    """Whether no record key occurs twice in ``frame`` (then no two rows share a partition and key)."""
+    return bool(pc.count_distinct(frame.column(RECORD_KEY), mode="all").as_py() == frame.num_rows)
 
 
 def file_group_runs(ordered: pa.Table) -> list[tuple[str, str, int, int]]:
