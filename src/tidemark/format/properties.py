@@ -131,9 +131,9 @@ def properties_problem(data: bytes) -> str | None:
     return None
 
 
-# The file is read at every guard (twice per commit, under the lock); the same bytes parse to
-# the same properties, so the parse of bytes found sound is kept (a copy is handed out).
-_SOUND: dict[bytes, dict[str, str]] = {}
+# The file is read at every guard (twice per commit, under the lock): the same bytes are
+# checked once (their parse is cached by parse_properties).
+_problem_of = functools.lru_cache(maxsize=8)(properties_problem)
 
 
 def load_properties(read: Callable[[str], bytes]) -> dict[str, str] | None:
@@ -153,16 +153,9 @@ def load_properties(read: Callable[[str], bytes]) -> dict[str, str] | None:
         except OSError as exc:
             problems[path] = f"it cannot be read ({exc.strerror or exc})"
             continue
-        sound = _SOUND.get(data)
-        if sound is not None:
-            return dict(sound)
-        problem = properties_problem(data)
+        problem = _problem_of(data)
         if problem is None:
-            props = parse_properties(data.decode("utf-8"))
-            if len(_SOUND) >= 8:
-                _SOUND.clear()
-            _SOUND[data] = props
-            return dict(props)
+            return parse_properties(data.decode("utf-8"))
         problems[path] = problem
     if not problems:
         return None
