@@ -219,7 +219,8 @@ class Table:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
         from tidemark.metadata.maintain import guard_before_change
 
-        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable)
+        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable,
+                                  bootstrap=self.write_config.metadata_bootstrap)
         if why:
             log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
@@ -253,7 +254,8 @@ class Table:
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
 
-        self._check_writer(record=True, metadata=False)
+        # hoodie.metadata.enable=true given: a table without a metadata table gets one before this write starts.
+        self._check_writer(record=True, metadata=self.write_config.metadata_bootstrap)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
                              protocol=self._protocol(), session=self.engine.write_session)
         if partition_paths is None:
