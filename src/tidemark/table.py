@@ -81,6 +81,7 @@ class Table:
         self.write_config = write_config
         self._schema: pa.Schema | None = None
         self._commit_protocol: Any = None
+        self._bootstrap_asked = write_config.metadata_bootstrap  # until a metadata table is seen
         self.engine: Engine = _engine_for(spark)  # chosen once: Table never asks which it is
 
     # -- create / open ------------------------------------------------------------------
@@ -254,8 +255,11 @@ class Table:
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
 
-        # hoodie.metadata.enable=true given: a table without a metadata table gets one before this write starts.
-        self._check_writer(record=True, metadata=self.write_config.metadata_bootstrap)
+        self._check_writer(record=True, metadata=False)
+        if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
+            from tidemark.metadata.bootstrap import bootstrap_if_possible
+
+            self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
                              protocol=self._protocol(), session=self.engine.write_session)
         if partition_paths is None:

@@ -28,6 +28,7 @@ no reader trusts, which the next writer removes (:mod:`tidemark.metadata.maintai
 from __future__ import annotations
 
 import contextlib
+import logging
 from typing import Any
 
 from tidemark.concurrency.writer_settings import read_properties
@@ -37,6 +38,8 @@ from tidemark.metadata.create import declare_files, write_metadata_table
 from tidemark.metadata.disable import metadata_table_present
 from tidemark.storage import Storage
 from tidemark.timeline import Timeline
+
+log = logging.getLogger(__name__)
 
 
 def pending_instants(timeline: Timeline) -> list[str]:
@@ -56,31 +59,35 @@ def table_listing(storage: Storage) -> dict[str, dict[str, int]]:
     return listing
 
 
-def bootstrap_if_possible(storage: Storage, lock: Any) -> str:
+def bootstrap_if_possible(storage: Storage, lock: Any) -> bool:
     """Create the metadata table (``files`` partition) of a table that has none, unless an
-    instant is pending; takes the table lock unless held. Returns what was done ('' when a
-    metadata table is there already)."""
+    instant is pending; takes the table lock unless held. Returns whether the table has a
+    metadata table now (one it had already, or this bootstrap's); logs what it did."""
     if metadata_table_present(storage):
-        return ""
+        return True
     # Checked once without the lock so a table with a pending instant costs no lock round trip.
     seen = Timeline.load(storage)
     if pending_instants(seen):
-        return _skipped(seen)
+        return _skipped(storage, seen)
     with contextlib.nullcontext() if lock.held else lock.hold("bootstrap the metadata table"):
         if metadata_table_present(storage):
-            return ""
+            return True
         timeline = Timeline.load(storage)
         if pending_instants(timeline):
-            return _skipped(timeline)
+            return _skipped(storage, timeline)
         name = read_properties(storage).get("hoodie.table.name") or "table"
         listing = table_listing(storage)
         write_metadata_table(storage, name, listing, completed_after=timeline.max_time())
         declare_files(storage)
-        files = sum(len(f) for f in listing.values())
-        return f"bootstrapped from the folders ({len(listing)} partition(s), {files} file(s))"
+    files = sum(len(f) for f in listing.values())
+    log.warning("%s: metadata table (.hoodie/metadata) bootstrapped from the folders (%d partition(s), %d file(s))",
+                storage.base_path, len(listing), files)
+    return True
 
 
-def _skipped(timeline: Timeline) -> str:
+def _skipped(storage: Storage, timeline: Timeline) -> bool:
     pending = pending_instants(timeline)
     shown = ", ".join(pending[:3]) + (" ..." if len(pending) > 3 else "")
-    return f"not bootstrapped yet: instants are pending ({shown}); a later write tries again"
+    log.warning("%s: metadata table (.hoodie/metadata) not bootstrapped yet: instants are pending (%s); "
+                "a later write tries again", storage.base_path, shown)
+    return False

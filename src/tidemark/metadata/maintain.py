@@ -232,14 +232,16 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap
     storage is not stopped by it). The check runs again under the lock inside every commit.
 
     ``bootstrap`` (hoodie.metadata.enable=true given explicitly): a table without a metadata
-    table gets one when no instant is pending (:mod:`tidemark.metadata.bootstrap`)."""
+    table gets one when no instant is pending (:mod:`tidemark.metadata.bootstrap`, which logs
+    it) — not when the lock is held already: that is a commit's critical section, whose own
+    instant is pending."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
-        if bootstrap:
+        if bootstrap and not lock.held:
             from tidemark.metadata.bootstrap import bootstrap_if_possible
 
-            return bootstrap_if_possible(storage, lock)
+            bootstrap_if_possible(storage, lock)
         return ""
     if not lock.held and _kept_as_is(storage, enabled=enabled):
         return ""
