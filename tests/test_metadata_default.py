@@ -1,8 +1,9 @@
-"""A table tidemark creates with ``hoodie.metadata.enable=true`` has a metadata table, kept bounded.
+"""A table tidemark creates has a metadata table (unless ``hoodie.metadata.enable=false``), kept bounded.
 
-``Table.create`` (both engines) and the Spark data source creating a table write one when
-asked (not yet by default, as Hudi 1.x does: see write/table_setup.py), and every action
-keeps its ``files`` partition true.
+``Table.create`` (both engines) and the Spark data source creating a table write one by
+default, as Hudi 1.x does (write/table_setup.py), and every action keeps its ``files``
+partition true. A table without one gets one when a writer passes
+``hoodie.metadata.enable=true`` and nothing is pending (tests/test_metadata_bootstrap.py).
 Its own timeline and file slices stay bounded however many commits the table sees: after each
 compaction of the files partition (every ``hoodie.metadata.compact.max.delta.commits``) the old
 slices are cleaned and the metadata timeline archived into its own LSM history, behind the
@@ -31,6 +32,7 @@ from tidemark.timeline.history import ArchivedTimeline
 
 MDT_TIMELINE = f"{METADATA_DIR}/.hoodie/timeline"
 ENABLED = {"hoodie.metadata.enable": "true"}
+DISABLED = {"hoodie.metadata.enable": "false"}
 
 
 def _ids(rows: Any) -> list[tuple[Any, ...]]:
@@ -51,13 +53,14 @@ def _mdt_instants(path: Path, suffix: str = ".deltacommit") -> list[str]:
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_a_created_table_has_a_metadata_table_when_asked(tmp_path: Path, table_type: str) -> None:
-    plain = tidemark.Table.create(str(tmp_path / "plain"), spark=None, record_key="id", table_type=table_type)
-    assert not (tmp_path / "plain" / METADATA_DIR).exists()  # not by default (yet)
+def test_a_created_table_has_a_metadata_table_by_default(tmp_path: Path, table_type: str) -> None:
+    plain = tidemark.Table.create(str(tmp_path / "plain"), spark=None, record_key="id", table_type=table_type,
+                                  options=DISABLED)
+    assert not (tmp_path / "plain" / METADATA_DIR).exists()  # only when turned off
+    assert not _props(tmp_path / "plain").get(PARTITIONS_KEY)
     plain.close()
     path = tmp_path / "t"
-    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p", table_type=table_type,
-                                  options=ENABLED)
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p", table_type=table_type)
     assert _props(path)[PARTITIONS_KEY] == "files"
     assert read_files_partition(LocalStorage(str(path))) is not None
     table.upsert(pa.table({"id": [1, 2], "p": ["a", "b"], "v": ["x", "y"]}))
@@ -70,14 +73,14 @@ def test_a_created_table_has_a_metadata_table_when_asked(tmp_path: Path, table_t
 def test_spark_creates_it_too(spark: Any, tmp_path: Path) -> None:
     """Table.create with a SparkSession and the data source creating a table on its first write."""
     path = tmp_path / "t"
-    table = tidemark.Table.create(str(path), spark=spark, record_key="id", partition_by="p", options=ENABLED)
+    table = tidemark.Table.create(str(path), spark=spark, record_key="id", partition_by="p")
     table.upsert(spark.createDataFrame([(1, "a", "x"), (2, "b", "y")], "id long, p string, v string"))
     _assert_true(path, table)
 
     written = tmp_path / "ds"
     frame = spark.createDataFrame([(1, "a", "x"), (2, "b", "y")], "id long, p string, v string")
     (frame.write.format("tidemark").option("hoodie.datasource.write.recordkey.field", "id")
-     .option("hoodie.datasource.write.partitionpath.field", "p").option("hoodie.metadata.enable", "true")
+     .option("hoodie.datasource.write.partitionpath.field", "p")
      .mode("append").save(str(written)))
     assert _props(written)[PARTITIONS_KEY] == "files"
     _assert_true(written, tidemark.Table.open(str(written), spark=None))

@@ -81,6 +81,7 @@ class Table:
         self.write_config = write_config
         self._schema: pa.Schema | None = None
         self._commit_protocol: Any = None
+        self._bootstrap_asked = write_config.metadata_bootstrap  # until a metadata table is seen
         self.engine: Engine = _engine_for(spark)  # chosen once: Table never asks which it is
 
     # -- create / open ------------------------------------------------------------------
@@ -219,7 +220,8 @@ class Table:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
         from tidemark.metadata.maintain import guard_before_change
 
-        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable)
+        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable,
+                                  bootstrap=self.write_config.metadata_bootstrap)
         if why:
             log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
@@ -254,6 +256,10 @@ class Table:
         from tidemark.write.client import WriteClient
 
         self._check_writer(record=True, metadata=False)
+        if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
+            from tidemark.metadata.bootstrap import bootstrap_if_possible
+
+            self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
         client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
                              protocol=self._protocol(), session=self.engine.write_session)
         if partition_paths is None:

@@ -193,12 +193,13 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.metadata.enable",
         "true",
         parse_bool,
-        "Hudi's metadata table (.hoodie/metadata). true: a table tidemark creates with it given "
-        "explicitly gets one (Hudi 1.x creates one by default; tidemark not yet), and every action "
-        "keeps its files partition true (the partitions tidemark does not "
-        "maintain are dropped); false: a table is created without one, and a writer removes an existing "
-        "one the way Hudi does (clears hoodie.table.metadata.partitions, then deletes the folder). A "
-        "table without one (created with false, or written by a Hudi writer with it off) stays without.",
+        "Hudi's metadata table (.hoodie/metadata). true (the default): a table tidemark creates gets "
+        "one, as in Hudi 1.x, and every action keeps its files partition true (the partitions tidemark "
+        "does not maintain are dropped); false: a table is created without one, and a writer removes an "
+        "existing one the way Hudi does (clears hoodie.table.metadata.partitions, then deletes the folder). "
+        "A table without one (created with false, or written by a Hudi writer with it off) gets one only "
+        "from a writer that passes true explicitly, bootstrapped from the folders when no instant is "
+        "pending (docs/metadata-table.md).",
     ),
     Option(
         "hoodie.metadata.compact.max.delta.commits",

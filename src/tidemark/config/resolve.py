@@ -100,6 +100,7 @@ class WriteConfig:
     log_block_format: str = "avro"
     bloom_filter: bool = True
     metadata_enable: bool = True  # hoodie.metadata.enable: false removes a metadata table, true keeps files
+    metadata_bootstrap: bool = False  # hoodie.metadata.enable=true given explicitly: bootstrap one if absent
     metadata_compact_max_delta_commits: int = 10
     clean: CleanConfig = field(default_factory=CleanConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
@@ -346,6 +347,7 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
     clean = _clean_config(raw)
     config = replace(
         WriteConfig(**values),
+        metadata_bootstrap="hoodie.metadata.enable" in raw and bool(values["metadata_enable"]),
         lock=_lock_settings(raw),
         early_conflict=_early_conflict(raw, values),
         clustering=_clustering_config(raw),

@@ -6,7 +6,8 @@ which list files through it, then miss new files and keep deleted ones. tidemark
 with :mod:`~tidemark.metadata.files_writer`, compacts with :mod:`~tidemark.metadata.compact`,
 cleans and archives with :mod:`~tidemark.metadata.timeline_service`, knows what rollbacks
 undid with :mod:`~tidemark.metadata.undone`, creates with :mod:`~tidemark.metadata.create`
-(every new table, by default), reads with :mod:`~tidemark.metadata.files`);
+(every new table, by default) and :mod:`~tidemark.metadata.bootstrap` (an existing table, when
+asked), reads with :mod:`~tidemark.metadata.files`);
 when it cannot, it removes the table the way Hudi does when ``hoodie.metadata.enable=false``
 (:mod:`tidemark.metadata.disable`). See docs/metadata-table.md.
 """

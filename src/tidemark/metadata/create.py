@@ -103,10 +103,13 @@ def _encode(schema: Any, key_type: int, entries: Mapping[str, int]) -> bytes:
     return buf.getvalue()
 
 
-def write_metadata_table(storage: Storage, table_name: str, listing: Mapping[str, Mapping[str, int]]) -> None:
+def write_metadata_table(storage: Storage, table_name: str, listing: Mapping[str, Mapping[str, int]], *,
+                         completed_after: str | None = None) -> None:
     """Write the metadata table listing ``listing`` (data partition, "" if not partitioned ->
     file name -> size): the data table's files as of now. Nothing trusts it until ``files`` is
-    declared (:func:`declare_files`, or in the properties of a table being created)."""
+    declared (:func:`declare_files`, or in the properties of a table being created).
+    ``completed_after``: the data timeline's latest time; the deltacommit completes after it, so
+    every data instant on it completed before the metadata table began."""
     schema_json = json.dumps(FILES_RECORD_SCHEMA)
     schema = fastavro.parse_schema(json.loads(schema_json))
     props = _metadata_properties(table_name)
@@ -130,7 +133,8 @@ def write_metadata_table(storage: Storage, table_name: str, listing: Mapping[str
     storage.write_atomic(f"{FILES_DIR}/{base}", data)
     stat = WriteStat("files", FILE_ID, f"files/{base}", None, len(records), len(records), 0, 0, len(data))
     meta = CommitMetadata("BULK_INSERT", (stat,), extra={"schema": schema_json})
-    done = instant_file_name(BOOTSTRAP_INSTANT, Action.DELTA_COMMIT, State.COMPLETED, new_instant_time())
+    done = instant_file_name(BOOTSTRAP_INSTANT, Action.DELTA_COMMIT, State.COMPLETED,
+                             new_instant_time(floor=completed_after))
     storage.write_atomic(f"{TIMELINE}/{done}", meta.to_bytes())
 
 

@@ -219,7 +219,7 @@ def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
     return in_sync(storage, Timeline.load(storage)) is None
 
 
-def guard_before_change(storage: Storage, lock: Any, *, enabled: bool) -> str:
+def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False) -> str:
     """Before any change, under the table lock: keep a metadata table's ``files`` partition if
     tidemark can maintain it (the others dropped), else remove the table as Hudi does with
     hoodie.metadata.enable=false (docs/metadata-table.md). Called at every guard, so one a
@@ -229,10 +229,19 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool) -> str:
     The lock is taken only when something is to change: a metadata table already as tidemark
     keeps it (only ``files``, in sync) is checked without it, so keeping one costs a write no
     lock round trip of its own (and a single-writer command with a lock it cannot use on this
-    storage is not stopped by it). The check runs again under the lock inside every commit."""
+    storage is not stopped by it). The check runs again under the lock inside every commit.
+
+    ``bootstrap`` (hoodie.metadata.enable=true given explicitly): a table without a metadata
+    table gets one when no instant is pending (:mod:`tidemark.metadata.bootstrap`, which logs
+    it) — not when the lock is held already: that is a commit's critical section, whose own
+    instant is pending."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
+        if bootstrap and not lock.held:
+            from tidemark.metadata.bootstrap import bootstrap_if_possible
+
+            bootstrap_if_possible(storage, lock)
         return ""
     if not lock.held and _kept_as_is(storage, enabled=enabled):
         return ""

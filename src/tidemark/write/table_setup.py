@@ -135,10 +135,9 @@ def create_table(
     config = replace(config, extra={**config.extra, **settings.to_properties()})
     for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
         os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
-    # Only when asked (Hudi 1.x creates one by default): on by default it has not yet been
-    # through a whole CI run without other faults (docs/metadata-table.md); a new table gets
-    # one on request.
-    if "hoodie.metadata.enable" in raw and write_config.metadata_enable:
+    # A metadata table (its files partition) unless hoodie.metadata.enable=false, as Hudi 1.x
+    # creates one by default; readers trust it once hoodie.properties names files.
+    if write_config.metadata_enable:
         from tidemark.metadata.create import write_metadata_table
 
         write_metadata_table(storage, name, {})
