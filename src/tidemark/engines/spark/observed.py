@@ -24,6 +24,7 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 
+from tidemark.engines.spark.connect import is_connect
 from tidemark.format.names import PARTITION_PATH
 from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 
@@ -35,6 +36,13 @@ OBSERVED_PARTITIONS = 128
 # this (the estimate of a parquet source is its compressed size); larger batches are counted
 # by a grouped job and their keys are not kept.
 KEPT_KEY_BYTES = 256 << 20
+
+
+def observable(frame: DataFrame) -> bool:
+    """Whether ``frame``'s session returns observed metrics from a local checkpoint. Classic
+    Spark does; Spark Connect runs the checkpoint as a command whose answer carries none (the
+    observation stays empty), so there the counts take the grouped job."""
+    return not is_connect(frame.sparkSession)
 
 
 def kept_with(frame: DataFrame, metrics: Sequence[Column], columns: Sequence[str]) -> tuple[DataFrame, Any]:

@@ -46,7 +46,13 @@ from tidemark.engines.spark.expressions import (
 from tidemark.engines.spark.group_writes import file_group_writes
 from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
 from tidemark.engines.spark.object_files import read_columns_of
-from tidemark.engines.spark.observed import KEPT_KEY_BYTES, OBSERVED_PARTITIONS, ProfileMetrics, kept_with
+from tidemark.engines.spark.observed import (
+    KEPT_KEY_BYTES,
+    OBSERVED_PARTITIONS,
+    ProfileMetrics,
+    kept_with,
+    observable,
+)
 from tidemark.engines.spark.stats import run_stats_job
 from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
@@ -226,7 +232,7 @@ class SparkWritePipeline:
         lookup in a partitioned table, of a batch whose keys Spark estimates small."""
         if not self.operation.looks_up_keys or self.layout.bucket is not None or not self.layout.partition_fields:
             return False
-        if PARTITION_PATH not in df.columns:
+        if PARTITION_PATH not in df.columns or not observable(df):
             return False
         size = estimated_bytes(df.select(PARTITION_PATH, RECORD_KEY))
         return size is not None and size <= KEPT_KEY_BYTES
@@ -308,7 +314,8 @@ class SparkWritePipeline:
         (:meth:`profile`) over the kept batch instead.
         """
         partitions = self.batch_partitions if self.layout.partition_fields else None
-        if self.layout.partition_fields and (partitions is None or len(partitions) > OBSERVED_PARTITIONS):
+        if not observable(tagged) or (
+                self.layout.partition_fields and (partitions is None or len(partitions) > OBSERVED_PARTITIONS)):
             kept = self.persist(tagged)
             return kept, self.profile(kept)
         metrics = ProfileMetrics(partitions)
