@@ -3,8 +3,9 @@
 #   1. Arrow engine vs delta-rs on the five shapes, 1M rows (bench_shapes.py --engines arrow)
 #   2. Spark engine vs plain Spark on the five shapes, 1M rows (bench_shapes.py --engines spark)
 #   3. Spark engine at 5M rows, string keys and ten partitions (fmt-p10-narrow)
-#   4. small commits, the critical section at 10 / 1,000 / 10,000 instants, and the memory of a
-#      5M-row Arrow upsert (bench_small_commits.py)
+#   4. small commits and the memory of a 5M-row Arrow upsert (bench_small_commits.py)
+#   5-6. the commit critical section at 10 / 1,000 / 10,000 instants, without and with a
+#      metadata table (bench_small_commits.py)
 # Results go to OUT (default /tmp/tidemark-issue18): a Markdown fragment and a JSON file per
 # part, and run.log with the load average before each part. Usage:
 #   bash benchmarks/run_issue18.sh [OUT] [REPEAT]
@@ -30,7 +31,13 @@ log "3. spark vs plain Spark, 5M rows, fmt-p10-narrow"
 $PY benchmarks/bench_shapes.py --engines spark --rows 5000000 --repeat 1 --shapes fmt-p10-narrow \
     --work-dir "$OUT/w-spark5" --out "$OUT/spark5m.md" --json "$OUT/spark5m.json" >>"$OUT/run.log" 2>&1
 rm -rf "$OUT/w-spark5"
-log "4. small commits, critical section, memory"
-$PY benchmarks/bench_small_commits.py --commits 50 --repeat "$REPEAT" --sizes 10 1000 10000 --archival both --archive-every 500 \
+log "4. small commits (a new table's default: with a metadata table) and the memory of a 5M-row upsert"
+$PY benchmarks/bench_small_commits.py --skip critical --commits 50 --repeat "$REPEAT" \
     --memory-rows 5000000 --json "$OUT/small_commits.json" >>"$OUT/run.log" 2>&1
+log "5. the critical section at 10 / 1,000 / 10,000 instants, archival off and on, without a metadata table"
+$PY benchmarks/bench_small_commits.py --skip small memory --commits 50 --repeat 1 --sizes 10 1000 10000 \
+    --archival both --archive-every 500 --metadata off --json "$OUT/critical.json" >>"$OUT/run.log" 2>&1
+log "6. the critical section with a metadata table (synthesized instants are not in it: 10 real ones)"
+$PY benchmarks/bench_small_commits.py --skip small memory --commits 50 --repeat 1 --sizes 10 \
+    --archival on --metadata on --json "$OUT/critical_mdt.json" >>"$OUT/run.log" 2>&1
 log "done"
