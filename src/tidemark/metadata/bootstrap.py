@@ -66,15 +66,16 @@ def bootstrap_if_possible(storage: Storage, lock: Any) -> bool:
     if metadata_table_present(storage):
         return True
     # Checked once without the lock so a table with a pending instant costs no lock round trip.
-    seen = Timeline.load(storage)
-    if pending_instants(seen):
-        return _skipped(storage, seen)
+    pending = pending_instants(Timeline.load(storage))
+    if pending:
+        return _skipped(storage, pending)
     with contextlib.nullcontext() if lock.held else lock.hold("bootstrap the metadata table"):
         if metadata_table_present(storage):
             return True
         timeline = Timeline.load(storage)
-        if pending_instants(timeline):
-            return _skipped(storage, timeline)
+        pending = pending_instants(timeline)
+        if pending:
+            return _skipped(storage, pending)
         name = read_properties(storage).get("hoodie.table.name") or "table"
         listing = table_listing(storage)
         write_metadata_table(storage, name, listing, completed_after=timeline.max_time())
@@ -85,8 +86,7 @@ def bootstrap_if_possible(storage: Storage, lock: Any) -> bool:
     return True
 
 
-def _skipped(storage: Storage, timeline: Timeline) -> bool:
-    pending = pending_instants(timeline)
+def _skipped(storage: Storage, pending: list[str]) -> bool:
     shown = ", ".join(pending[:3]) + (" ..." if len(pending) > 3 else "")
     log.warning("%s: metadata table (.hoodie/metadata) not bootstrapped yet: instants are pending (%s); "
                 "a later write tries again", storage.base_path, shown)

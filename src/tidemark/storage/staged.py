@@ -25,21 +25,23 @@ class StagedFile:
 
     def __init__(self, storage: Storage, folder: str, data: bytes) -> None:
         self._storage = storage
+        # Only the local file system splits a create in two; elsewhere publish is a conditional put.
+        self._local = storage if isinstance(storage, LocalStorage) else None
         self._folder = folder
         self.data = data
-        self._temp = storage.stage(folder, data) if isinstance(storage, LocalStorage) else None
+        self._temp = self._local.stage(folder, data) if self._local is not None else None
 
     def publish(self, path: str) -> CreateOutcome:
         """Create ``path`` with the staged bytes unless it exists (atomic, as ``create_if_absent``)."""
-        if self._temp is not None and isinstance(self._storage, LocalStorage):
-            return self._storage.publish_staged(self._temp, path, self.data)
+        if self._temp is not None and self._local is not None:
+            return self._local.publish_staged(self._temp, path, self.data)
         return self._storage.create_if_absent(path, self.data)
 
     def restage(self, data: bytes) -> None:
         """Publish these bytes instead (the earlier temporary file goes)."""
         self.discard()
         self.data = data
-        self._temp = self._storage.stage(self._folder, data) if isinstance(self._storage, LocalStorage) else None
+        self._temp = self._local.stage(self._folder, data) if self._local is not None else None
 
     def discard(self) -> None:
         """Remove the temporary file (the published name, if any, stays)."""
