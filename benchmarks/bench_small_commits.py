@@ -204,7 +204,9 @@ def memory_child(path: str, batch_path: str) -> None:
     import pyarrow.parquet as pq
 
     table = tidemark.Table.open(path, spark=None)
-    batch = pq.read_table(batch_path)
+    # ParquetFile.read, not pq.read_table: the latter goes through pyarrow.dataset, which loads
+    # pandas (~45 MiB) into the process; neither the upsert nor tidemark needs it.
+    batch = pq.ParquetFile(batch_path).read()
     before = _current_rss_mb()
     peak_before = _rss_mb()
     began = time.perf_counter()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -32,12 +31,40 @@ def read_data_file(
 
     Raises CorruptDataFileError if the file is not readable parquet, FileNotFoundError if it is gone.
     """
+    wanted = list(columns) if columns is not None else None
     try:
-        return pq.read_table(full_path, schema=schema, columns=list(columns) if columns is not None else None)
+        stored = pq.ParquetFile(full_path)
+        quick = _read_directly(stored, schema, wanted)
+        if quick is not None:
+            return quick
+        if not isinstance(full_path, str):
+            full_path.seek(0)
+        return pq.read_table(full_path, schema=schema, columns=wanted)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:
         raise _corrupt(exc, path or str(full_path)) from None
+
+
+def _read_directly(stored: pq.ParquetFile, schema: pa.Schema | None, columns: list[str] | None) -> pa.Table | None:
+    """The file's rows read straight from its reader, or None when pyarrow's dataset layer is
+    needed (a column type to cast, a requested column the file lacks: it raises for those).
+
+    The direct read avoids importing pyarrow.dataset, which loads pandas (~45 MiB) into a
+    process that may never need it.
+    """
+    names = stored.schema_arrow.names
+    if schema is None:
+        if columns is not None and not set(columns) <= set(names):
+            return None
+        return stored.read(columns=columns)
+    wanted = [schema.field(c) for c in columns] if columns is not None else list(schema)
+    present = [f for f in wanted if f.name in names]
+    if any(stored.schema_arrow.field(f.name).type != f.type for f in present):
+        return None
+    rows = stored.read(columns=[f.name for f in present])
+    arrays = [rows.column(f.name) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in wanted]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(wanted, metadata=schema.metadata))
 
 
 def _corrupt(exc: BaseException, where: str) -> CorruptDataFileError:
@@ -84,6 +111,8 @@ def iter_data_file(
 
 def _iter_by_dataset(full_path: DataSource, schema: pa.Schema, batch_size: int) -> Iterator[pa.Table]:
     """:func:`iter_data_file` through pyarrow's dataset scanner, which casts evolved column types."""
+    import pyarrow.dataset as ds  # only here: importing it loads pandas (~45 MiB, 0.2 s)
+
     options = ds.ParquetFragmentScanOptions(pre_buffer=False, use_buffered_stream=True, buffer_size=STREAM_BUFFER)
     form = ds.ParquetFileFormat(default_fragment_scan_options=options)
     if isinstance(full_path, str):
