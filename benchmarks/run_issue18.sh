@@ -3,7 +3,8 @@
 #   1. Arrow engine vs delta-rs on the five shapes, 1M rows (bench_shapes.py --engines arrow)
 #   2. Spark engine vs plain Spark on the five shapes, 1M rows (bench_shapes.py --engines spark)
 #   3. Spark engine at 5M rows, string keys and ten partitions (fmt-p10-narrow)
-#   4. small commits and the memory of a 5M-row Arrow upsert (bench_small_commits.py)
+#   4. small commits and the memory of a 5M-row Arrow upsert (bench_small_commits.py); 4b. the
+#      memory again with the system allocator as Arrow's memory pool
 #   5-6. the commit critical section at 10 / 1,000 / 10,000 instants, without and with a
 #      metadata table (bench_small_commits.py)
 # Results go to OUT (default /tmp/tidemark-issue18): a Markdown fragment and a JSON file per
@@ -34,6 +35,9 @@ rm -rf "$OUT/w-spark5"
 log "4. small commits (a new table's default: with a metadata table) and the memory of a 5M-row upsert"
 $PY benchmarks/bench_small_commits.py --skip critical --commits 50 --repeat "$REPEAT" \
     --memory-rows 5000000 --json "$OUT/small_commits.json" >>"$OUT/run.log" 2>&1
+log "4b. the same 5M-row upsert's memory with the system allocator as Arrow's pool (pyarrow's default, mimalloc, keeps freed pages)"
+ARROW_DEFAULT_MEMORY_POOL=system $PY benchmarks/bench_small_commits.py --skip small critical --repeat "$REPEAT" \
+    --memory-rows 5000000 --json "$OUT/memory_system_pool.json" >>"$OUT/run.log" 2>&1
 log "5. the critical section at 10 / 1,000 / 10,000 instants, archival off and on, without a metadata table"
 $PY benchmarks/bench_small_commits.py --skip small memory --commits 50 --repeat 1 --sizes 10 1000 10000 \
     --archival both --archive-every 500 --metadata off --json "$OUT/critical.json" >>"$OUT/run.log" 2>&1
