@@ -39,6 +39,7 @@ from tidemark.metadata.compact import compact_files_partition
 from tidemark.metadata.disable import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY, drop_metadata_table
 from tidemark.metadata.files import FILES_DIR
 from tidemark.metadata.files_writer import TIMELINE, PartitionChange, files_group, record_instant
+from tidemark.metadata.sync_state import BOOTSTRAP_PREFIX, MIRRORED, forget, known_in_sync, remember_in_sync, sync_key
 from tidemark.metadata.timeline_service import clean_and_archive
 from tidemark.metadata.undone import undone_times
 from tidemark.storage import Storage
@@ -46,10 +47,8 @@ from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.instant import parse_instant_file_name
 
 FILES_PARTITION = "files"
-# Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
-_MIRRORED = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK,
-             Action.RESTORE)
-_BOOTSTRAP_PREFIX = "0000000000"  # Hudi initialises each partition with deltacommits 00000000000000000, ...1, ...
+_MIRRORED = MIRRORED
+_BOOTSTRAP_PREFIX = BOOTSTRAP_PREFIX
 
 
 def _partitions(props: dict[str, str], key: str = PARTITIONS_KEY) -> list[str]:
@@ -58,8 +57,7 @@ def _partitions(props: dict[str, str], key: str = PARTITIONS_KEY) -> list[str]:
 
 def maintained(storage: Storage) -> bool:
     """Whether the table's metadata table is one tidemark keeps: only ``files`` declared."""
-    props = read_properties(storage)
-    return _partitions(props) == [FILES_PARTITION] and not _partitions(props, INFLIGHT_PARTITIONS_KEY)
+    return _declares_only_files(read_properties(storage))
 
 
 def _metadata_instants(storage: Storage) -> tuple[dict[str, str], set[str], str | None]:
@@ -144,16 +142,25 @@ def behind_data_timeline(timeline: Timeline, completed: dict[str, str], earliest
     return None
 
 
-def drop_unmaintained_partitions(storage: Storage) -> list[str]:
+def _declares_only_files(props: dict[str, str]) -> bool:
+    return _partitions(props) == [FILES_PARTITION] and not _partitions(props, INFLIGHT_PARTITIONS_KEY)
+
+
+def drop_unmaintained_partitions(storage: Storage, props: dict[str, str] | None = None,
+                                 subdirs: Sequence[str] | None = None) -> list[str]:
     """Declare only ``files`` (properties first, under their mutex), then delete the folders of
-    the other partitions. Idempotent; returns the partition folders deleted."""
-    with properties_mutex(storage):
-        props = read_properties(storage)
-        if _partitions(props) != [FILES_PARTITION] or _partitions(props, INFLIGHT_PARTITIONS_KEY):
-            props[PARTITIONS_KEY] = FILES_PARTITION
-            props[INFLIGHT_PARTITIONS_KEY] = ""
-            storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
-    gone = [d for d in storage.list_subdirs(METADATA_DIR) if d not in (FILES_PARTITION, ".hoodie")]
+    the other partitions. Idempotent; returns the partition folders deleted. ``props`` and
+    ``subdirs`` (the metadata table's folders): as just read by the caller, if it did; when
+    they show nothing to change, nothing is locked or written."""
+    if props is None or not _declares_only_files(props):
+        with properties_mutex(storage):
+            props = read_properties(storage)
+            if not _declares_only_files(props):
+                props[PARTITIONS_KEY] = FILES_PARTITION
+                props[INFLIGHT_PARTITIONS_KEY] = ""
+                storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
+    subdirs = storage.list_subdirs(METADATA_DIR) if subdirs is None else subdirs
+    gone = [d for d in subdirs if d not in (FILES_PARTITION, ".hoodie")]
     for name in gone:
         storage.delete_tree(f"{METADATA_DIR}/{name}")
     return gone
@@ -169,11 +176,17 @@ def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
     if not enabled:
         drop_metadata_table(storage)
         return False, "removed: hoodie.metadata.enable=false"
-    problem = in_sync(storage, Timeline.load(storage))
-    if problem is not None:
-        drop_metadata_table(storage)
-        return False, f"removed: {problem}"
-    gone = drop_unmaintained_partitions(storage)
+    subdirs = storage.list_subdirs(METADATA_DIR)
+    timeline = Timeline.load(storage)
+    key = sync_key(storage, props, subdirs, timeline)
+    if not known_in_sync(storage, key):  # worked out again only when something it reads changed
+        problem = in_sync(storage, timeline)
+        if problem is not None:
+            forget(storage)
+            drop_metadata_table(storage)
+            return False, f"removed: {problem}"
+        remember_in_sync(storage, key)
+    gone = drop_unmaintained_partitions(storage, props, subdirs)
     return True, f"kept the files partition, dropped {', '.join(sorted(gone))}" if gone else ""
 
 
@@ -212,11 +225,20 @@ __all__ = ["FILES_DIR", "behind_data_timeline", "changes_of", "drop_unmaintained
 
 def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
     """Whether :func:`keep_or_drop` would change nothing now (read only, no lock)."""
-    if not enabled or not maintained(storage):
+    props = read_properties(storage)
+    if not enabled or not _declares_only_files(props):
         return False
-    if set(storage.list_subdirs(METADATA_DIR)) - {FILES_PARTITION, ".hoodie"}:
+    subdirs = storage.list_subdirs(METADATA_DIR)
+    if set(subdirs) - {FILES_PARTITION, ".hoodie"}:
         return False
-    return in_sync(storage, Timeline.load(storage)) is None
+    timeline = Timeline.load(storage)
+    key = sync_key(storage, props, subdirs, timeline)
+    if known_in_sync(storage, key):
+        return True
+    if in_sync(storage, timeline) is not None:
+        return False
+    remember_in_sync(storage, key)
+    return True
 
 
 def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False) -> str:

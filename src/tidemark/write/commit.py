@@ -48,6 +48,7 @@ from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, jo
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
+from tidemark.metadata.staged_deltacommit import StagedDeltacommit, discard, publish_deltacommit, stage_deltacommit
 from tidemark.recovery.clean import finish_pending_clean
 from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.recovery.savepoint import finish_pending_restores
@@ -419,15 +420,18 @@ class CommitProtocol:
             )
             # The bytes are written ahead of the lock: under it a link names them (storage/staged.py).
             staged = stage(self.storage, TIMELINE_DIR, meta.to_bytes())
+            # So is the metadata table's deltacommit, pending until under the lock (metadata/staged_deltacommit.py).
+            mdt = stage_deltacommit(self.storage, pending.instant_time, stats) if self.config.metadata_enable else None
             waited = time.perf_counter()
             try:
                 with self.lock.hold("commit"):
                     entered = time.perf_counter()
                     timeline, completion_time = self._publish_under_lock(pending, stats, replaced, staged, meta,
-                                                                         schema_json)
+                                                                         schema_json, mdt)
                 released = time.perf_counter()
             finally:
                 staged.discard()
+                discard(self.storage, mdt)
             published = Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
             self.last_commit_timing = CommitTiming(
                 lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(released - entered) * 1000
@@ -452,10 +456,12 @@ class CommitProtocol:
         staged: StagedFile,
         meta: CommitMetadata,
         schema_json: str | None,
+        mdt: StagedDeltacommit | None = None,
     ) -> tuple[Timeline, str]:
         """The critical section of :meth:`complete`, called holding the lock: reload the timeline,
         run the checks, publish ``staged`` (``meta``'s bytes; staged again if the schema is
-        reconciled). Returns the timeline read and the completion time."""
+        reconciled) after the metadata table's staged deltacommit ``mdt``. Returns the timeline read
+        and the completion time."""
         self.guard()
         timeline = Timeline.load(self.storage)
         if self.config.multi_writer:
@@ -477,8 +483,8 @@ class CommitProtocol:
             self._still_mine(pending, timeline)
         self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
         # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
-        record_if_maintained(self.storage, pending.instant_time, stats,
-                             compact_after=self.config.metadata_compact_max_delta_commits)
+        publish_deltacommit(self.storage, mdt, pending.instant_time, stats,
+                            compact_after=self.config.metadata_compact_max_delta_commits)
         completion_time = self._new_time(timeline, at_least=pending.instant_time)
         name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
         outcome = staged.publish(f"{TIMELINE_DIR}/{name}")
