@@ -166,9 +166,10 @@ def drop_unmaintained_partitions(storage: Storage, props: dict[str, str] | None 
     return gone
 
 
-def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
+def keep_or_drop(storage: Storage, *, enabled: bool, timeline: Timeline | None = None) -> tuple[bool, str]:
     """Under the table lock, before a change: keep the metadata table (its ``files`` partition
-    only) or remove it. Returns (kept, why) — ``why`` says what was done, "" if nothing."""
+    only) or remove it. Returns (kept, why) — ``why`` says what was done, "" if nothing.
+    ``timeline``: the data timeline, if the caller loaded it under this lock already."""
     props = read_properties(storage)
     if FILES_PARTITION not in _partitions(props):
         dropped = drop_metadata_table(storage)
@@ -177,9 +178,9 @@ def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
         drop_metadata_table(storage)
         return False, "removed: hoodie.metadata.enable=false"
     subdirs = storage.list_subdirs(METADATA_DIR)
-    timeline = Timeline.load(storage)
+    timeline = Timeline.load(storage) if timeline is None else timeline
     key = sync_key(storage, props, subdirs, timeline)
-    if not known_in_sync(storage, key):  # worked out again only when something it reads changed
+    if not known_in_sync(storage, key, timeline):  # worked out again only when something it reads changed
         problem = in_sync(storage, timeline)
         if problem is not None:
             forget(storage)
@@ -233,7 +234,7 @@ def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
         return False
     timeline = Timeline.load(storage)
     key = sync_key(storage, props, subdirs, timeline)
-    if known_in_sync(storage, key):
+    if known_in_sync(storage, key, timeline):
         return True
     if in_sync(storage, timeline) is not None:
         return False
@@ -241,7 +242,8 @@ def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
     return True
 
 
-def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False) -> str:
+def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False,
+                        timeline: Timeline | None = None) -> str:
     """Before any change, under the table lock: keep a metadata table's ``files`` partition if
     tidemark can maintain it (the others dropped), else remove the table as Hudi does with
     hoodie.metadata.enable=false (docs/metadata-table.md). Called at every guard, so one a
@@ -256,7 +258,8 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap
     ``bootstrap`` (hoodie.metadata.enable=true given explicitly): a table without a metadata
     table gets one when no instant is pending (:mod:`tidemark.metadata.bootstrap`, which logs
     it) — not when the lock is held already: that is a commit's critical section, whose own
-    instant is pending."""
+    instant is pending. ``timeline``: the data timeline the commit loaded under the lock (used
+    only while the lock is held)."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
@@ -269,5 +272,5 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap
         return ""
     # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
     with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
-        _kept, why = keep_or_drop(storage, enabled=enabled)
+        _kept, why = keep_or_drop(storage, enabled=enabled, timeline=timeline if lock.held else None)
         return why

@@ -27,7 +27,7 @@ from typing import Any
 from tidemark.metadata.files import FILES_DIR
 from tidemark.metadata.files_writer import TIMELINE
 from tidemark.storage import Storage
-from tidemark.timeline import Action, State, Timeline
+from tidemark.timeline import Action, State, Timeline, instant_file_name
 from tidemark.timeline.instant import parse_instant_file_name
 
 # Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
@@ -42,26 +42,23 @@ def sync_key(storage: Storage, props: Mapping[str, str], subdirs: Sequence[str],
     files = frozenset(n for n in storage.list_names(FILES_DIR) if n.endswith(".hfile"))
     completed_mdt = frozenset(n for n in storage.list_names(TIMELINE)
                               if not n.startswith(".") and not n.endswith((".requested", ".inflight")))
-    data = []
     names = timeline.file_names if timeline.file_names is not None else {i.file_name for i in timeline}
-    for name in names:
-        instant = parse_instant_file_name(name)
-        if instant is None:
-            continue
-        if instant.state is State.COMPLETED or instant.action in _COUNTED_WHILE_PENDING:
-            data.append(name)
+    # The pending writes' instant files do not count (a commit's own is written between checks).
+    skip = {instant_file_name(i.requested_time, i.action, state) for i in timeline.pending
+            if i.action not in _COUNTED_WHILE_PENDING for state in (State.REQUESTED, State.INFLIGHT)}
+    data = frozenset(n for n in names if not n.startswith(".")) - skip
     first_active = min((i.requested_time for i in timeline), default=None)
     declared = (props.get("hoodie.table.metadata.partitions"), props.get("hoodie.table.metadata.partitions.inflight"))
-    return (declared, tuple(sorted(subdirs)), files, completed_mdt, frozenset(data), first_active)
+    return (declared, tuple(sorted(subdirs)), files, completed_mdt, data, first_active)
 
 
-def known_in_sync(storage: Storage, key: tuple[Any, ...]) -> bool:
-    """Whether the table is in sync by what was found before: in exactly this state, or in an
-    earlier one from which it only grew by instants that keep it in sync (each data instant
-    completed since with its metadata deltacommit, each metadata deltacommit completed since
-    with its data instant, or a clean's, which records before it completes). Anything else
-    (an instant removed: archival, a rollback; another base file; other properties) is
-    worked out again in full."""
+def known_in_sync(storage: Storage, key: tuple[Any, ...], timeline: Timeline) -> bool:
+    """Whether the table (``key``, of ``timeline``) is in sync by what was found before: in
+    exactly this state, or in an earlier one from which it only grew by instants that keep it
+    in sync (each data instant completed since with its metadata deltacommit, each metadata
+    deltacommit completed since with its data instant, or a clean's, which records before it
+    completes). Anything else (an instant removed: archival, a rollback; another base file;
+    other properties) is worked out again in full."""
     old = _IN_SYNC.get(storage.base_path)
     if old is None:
         return False
@@ -69,28 +66,21 @@ def known_in_sync(storage: Storage, key: tuple[Any, ...]) -> bool:
         return True
     if old[:3] != key[:3] or old[5] != key[5] or not (old[3] <= key[3] and old[4] <= key[4]):
         return False
-    recorded = set()
-    for name in key[3]:
-        instant = parse_instant_file_name(name)
-        if instant is not None and instant.action is Action.DELTA_COMMIT and instant.state is State.COMPLETED:
-            recorded.add(instant.requested_time)
-    completed, cleaning = set(), set()
-    for name in key[4]:
-        instant = parse_instant_file_name(name)
-        if instant is not None and instant.state is State.COMPLETED:
-            completed.add(instant.requested_time)
-        elif instant is not None and instant.action is Action.CLEAN:
-            cleaning.add(instant.requested_time)
+    cleaning = {i.requested_time for i in timeline.pending if i.action is Action.CLEAN}
     for name in key[3] - old[3]:
         instant = parse_instant_file_name(name)
-        if (instant is not None and instant.action is Action.DELTA_COMMIT
+        if (instant is not None and instant.action is Action.DELTA_COMMIT and instant.state is State.COMPLETED
                 and not instant.requested_time.startswith(BOOTSTRAP_PREFIX)
-                and instant.requested_time not in completed and instant.requested_time not in cleaning):
+                and not timeline.is_completed(instant.requested_time) and instant.requested_time not in cleaning):
             return False
+    recorded: set[str] | None = None
     for name in key[4] - old[4]:
         instant = parse_instant_file_name(name)
-        if (instant is not None and instant.state is State.COMPLETED and instant.action in MIRRORED
-                and instant.requested_time not in recorded):
+        if instant is None or instant.state is not State.COMPLETED or instant.action not in MIRRORED:
+            continue
+        if recorded is None:  # completed deltacommits (the key holds no pending metadata instant)
+            recorded = {n.split("_", 1)[0] for n in key[3] if n.endswith(".deltacommit")}
+        if instant.requested_time not in recorded:
             return False
     remember_in_sync(storage, key)
     return True

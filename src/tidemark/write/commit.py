@@ -136,6 +136,9 @@ class CommitProtocol:
         # a write plans and when it requests its instant, which change no file listing; the
         # commit runs the whole guard under its lock before it records its files.
         self.settings_guard: Callable[[], None] | None = None
+        # The timeline the commit loaded under its lock, while its guard runs: the guard's check
+        # of the metadata table reads it instead of listing the timeline folder again.
+        self.timeline_under_lock: Timeline | None = None
         # The timeline prepare_for_write loaded last (after any rollbacks it ran): the write's
         # snapshot, taken once by take_snapshot so a write lists the timeline once before its
         # instant is requested.
@@ -462,8 +465,12 @@ class CommitProtocol:
         run the checks, publish ``staged`` (``meta``'s bytes; staged again if the schema is
         reconciled) after the metadata table's staged deltacommit ``mdt``. Returns the timeline read
         and the completion time."""
-        self.guard()
-        timeline = Timeline.load(self.storage)
+        # Loaded first: the guard changes no data-timeline file, and reads this one (one listing).
+        timeline = self.timeline_under_lock = Timeline.load(self.storage)
+        try:
+            self.guard()
+        finally:
+            self.timeline_under_lock = None
         if self.config.multi_writer:
             seen = pending.seen
             if seen is None:  # no snapshot recorded: everything completed after we started counts
