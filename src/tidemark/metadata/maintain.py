@@ -14,8 +14,9 @@ has a metadata table, :func:`keep_or_drop` (under the table lock) decides:
 Each action that publishes a data-table instant tidemark covers (a write's commit or
 deltacommit, the instant that creates file groups, compaction, clustering) calls
 :func:`record_if_maintained` under the lock, after its conflict checks and right before it
-publishes: the metadata deltacommit of the same time completes first, as Hudi orders it.
-A crash between the two leaves a completed metadata deltacommit whose data instant is not
+publishes: the metadata deltacommit of the same time completes first, as Hudi orders it (a
+write's commit writes it before the lock and only completes it under the lock:
+:mod:`tidemark.metadata.staged_deltacommit`). A crash between the two leaves a completed metadata deltacommit whose data instant is not
 completed; readers ignore its files (hudi-rs takes file slices only of completed data
 instants; tests/test_metadata_table.py checks it), and the next writer finds the tables out
 of sync and removes the metadata table. A clean records outside the lock (see there); a
