@@ -16,12 +16,13 @@ deltacommit, the instant that creates file groups, compaction, clustering) calls
 :func:`record_if_maintained` under the lock, after its conflict checks and right before it
 publishes: the metadata deltacommit of the same time completes first, as Hudi orders it (a
 write's commit writes it before the lock and only completes it under the lock:
-:mod:`tidemark.metadata.staged_deltacommit`). A crash between the two leaves a completed metadata deltacommit whose data instant is not
-completed; readers ignore its files (hudi-rs takes file slices only of completed data
-instants; tests/test_metadata_table.py checks it), and the next writer finds the tables out
-of sync and removes the metadata table. A clean records outside the lock (see there); a
-rollback (of a pending or a completed instant, alone or in a restore) and a restore record
-the files they delete under their own instant times (:mod:`tidemark.metadata.undone`).
+:mod:`tidemark.metadata.staged_deltacommit`). A crash between the two leaves a completed
+metadata deltacommit whose data instant is not completed; readers ignore its files (hudi-rs
+takes file slices only of completed data instants; tests/test_metadata_table.py checks it),
+and the next writer finds the tables out of sync and removes the metadata table. A clean
+records outside the lock (see there); a rollback (of a pending or a completed instant, alone
+or in a restore) and a restore record the files they delete under their own instant times
+(:mod:`tidemark.metadata.undone`).
 After a compaction of the files partition its old slices are cleaned and its timeline
 archived (:mod:`tidemark.metadata.timeline_service`).
 """
