@@ -96,21 +96,21 @@ def test_every_action_keeps_the_files_partition_true(tmp_path: Path) -> None:
 
 def _die_in_a_process(path: Path, at: str) -> None:
     """A real process upserts key ``dead-key`` and is killed (SIGKILL) at ``at``: "before" the
-    metadata deltacommit (a failed write: nothing recorded), or "between" it and the data instant."""
+    metadata deltacommit completes (a failed write: its deltacommit staged, pending, nothing
+    recorded), or "between" it and the data instant."""
     row = path.parent / f"dead-{at}.parquet"
     pq.write_table(_fresh(_user(path), "dead-key", "rider-dead"), row)
     code = textwrap.dedent(f"""
         import os, signal
         import pyarrow as pa
         import tidemark
-        from tidemark.metadata import maintain
         import tidemark.write.commit as commit
-        real = maintain.record_if_maintained
+        real = commit.publish_deltacommit
         def record(*args, **kwargs):
             if {at!r} == "between":
                 real(*args, **kwargs)
             os.kill(os.getpid(), signal.SIGKILL)
-        commit.record_if_maintained = record
+        commit.publish_deltacommit = record
         import pyarrow.parquet as pq
         table = tidemark.Table.open({str(path)!r}, spark=None)
         one = pq.read_table({str(row)!r})
@@ -127,7 +127,14 @@ def test_a_failed_write_rolled_back_keeps_it_true(tmp_path: Path) -> None:
     user = _user(path)
     table.upsert(_fresh(user, "new-key", "rider-new"))
     _die_in_a_process(path, "before")
-    assert any(i.requested_time > "2026" and not i.is_completed for i in table.timeline())
+    dead = [i.requested_time for i in table.timeline() if i.requested_time > "2026" and not i.is_completed]
+    assert len(dead) == 1
+    # Killed after staging its metadata deltacommit (before the lock): pending, with its log file.
+    mdt_names = os.listdir(path / METADATA_DIR / ".hoodie/timeline")
+    assert {f"{dead[0]}.deltacommit.requested", f"{dead[0]}.deltacommit.inflight"} <= set(mdt_names)
+    assert not [n for n in mdt_names if n.startswith(f"{dead[0]}_")]
+    assert [n for n in os.listdir(path / METADATA_DIR / "files") if f"_{dead[0]}.log." in n]
+    assert "dead-key" not in {r[0] for r in _rows(hudi_rs_read(str(path)))}
     listing = read_files_partition(LocalStorage(str(path)))
     assert listing is not None
     listed = {(p, n) for p, f in listing.files.items() for n in f}
@@ -140,6 +147,9 @@ def test_a_failed_write_rolled_back_keeps_it_true(tmp_path: Path) -> None:
     assert "dead-key" not in {r[0] for r in _rows(table.read())}
     mdt_timeline = {n.split(".")[0].split("_")[0] for n in os.listdir(path / METADATA_DIR / ".hoodie/timeline")}
     assert rolled[0].rollback_instant.requested_time in mdt_timeline  # mirrored, as Hudi does
+    # The rollback withdrew the failed write's pending metadata deltacommit and its log file.
+    assert dead[0] not in mdt_timeline
+    assert not [n for n in os.listdir(path / METADATA_DIR / "files") if f"_{dead[0]}.log." in n]
 
 
 def test_a_crash_between_the_metadata_deltacommit_and_the_data_instant(tmp_path: Path) -> None:

@@ -220,8 +220,9 @@ class Table:
         """Keep the metadata table's files partition true, or remove it (metadata/maintain.py)."""
         from tidemark.metadata.maintain import guard_before_change
 
-        why = guard_before_change(self.storage, self._protocol().lock, enabled=self.write_config.metadata_enable,
-                                  bootstrap=self.write_config.metadata_bootstrap)
+        protocol = self._protocol()
+        why = guard_before_change(self.storage, protocol.lock, enabled=self.write_config.metadata_enable,
+                                  bootstrap=self.write_config.metadata_bootstrap, timeline=protocol.timeline_under_lock)
         if why:
             log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 

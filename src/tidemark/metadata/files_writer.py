@@ -64,9 +64,11 @@ def files_group(storage: Storage) -> tuple[str, str]:
     return groups.pop(), schema.decode("utf-8")
 
 
-def latest_time(storage: Storage) -> str | None:
+def latest_time(storage: Storage, names: Iterable[str] | None = None) -> str | None:
+    """The latest requested or completion time on the metadata timeline (its folder's file
+    ``names``, listed here unless given)."""
     times = []
-    for name in storage.list_names(TIMELINE):
+    for name in storage.list_names(TIMELINE) if names is None else names:
         instant = parse_instant_file_name(name)
         if instant is not None:
             times += [instant.requested_time, instant.completion_time or ""]
@@ -84,22 +86,35 @@ def encode_record(schema: Any, key_type: int, entries: Mapping[str, tuple[int, b
     return buf.getvalue()
 
 
-def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, PartitionChange]) -> str:
-    """Publish the deltacommit ``instant_time`` on the metadata timeline recording ``changes``
-    (data-table partition -> its change). Returns the completion time. Idempotent: a pending
-    instant (a crash in the middle) is written again; one already completed (an interrupted
-    clean executed again) is left as it is and its completion time returned."""
+@dataclass(frozen=True)
+class DeltacommitFiles:
+    """The files of one metadata deltacommit, known before its completion time: the log file
+    (name and bytes) and the completed instant's commit metadata."""
+
+    instant_time: str
+    file_id: str
+    log_name: str
+    log_data: bytes
+    completed: bytes
+
+    @property
+    def log_path(self) -> str:
+        return f"{FILES_DIR}/{self.log_name}"
+
+    @property
+    def pending_names(self) -> tuple[str, str]:
+        """The requested and inflight instant files' names."""
+        return (instant_file_name(self.instant_time, Action.DELTA_COMMIT, State.REQUESTED),
+                instant_file_name(self.instant_time, Action.DELTA_COMMIT, State.INFLIGHT))
+
+
+def deltacommit_files(storage: Storage, instant_time: str, changes: Mapping[str, PartitionChange]) -> DeltacommitFiles:
+    """Encode the deltacommit ``instant_time`` recording ``changes`` (data-table partition ->
+    its change); nothing is written. Its log file's name depends only on the file group and
+    the instant time (v8 names a log file by its deltacommit), so it holds whatever happens to
+    the partition (a compaction, a clean) before it completes."""
     file_id, schema_json = files_group(storage)
     parsed = fastavro.parse_schema(json.loads(schema_json))
-    for name in storage.list_names(TIMELINE):
-        instant = parse_instant_file_name(name)
-        if (instant is not None and instant.requested_time == instant_time and instant.state is State.COMPLETED
-                and instant.action is Action.DELTA_COMMIT and instant.completion_time):
-            return instant.completion_time
-    storage.create_if_absent(f"{TIMELINE}/{instant_file_name(instant_time, Action.DELTA_COMMIT, State.REQUESTED)}")
-    inflight = inflight_metadata_bytes("UPSERT_PREPPED", [("files", file_id)])
-    storage.write_atomic(f"{TIMELINE}/{instant_file_name(instant_time, Action.DELTA_COMMIT, State.INFLIGHT)}", inflight)
-
     records = []
     for partition, change in changes.items():
         entries = {name: (size, False) for name, size in change.added.items()}
@@ -113,12 +128,44 @@ def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, Pa
                      content)
     log_name = log_file_name(file_id, instant_time, 1, "0-0-0")
     data = encode_block(block)
-    storage.write_atomic(f"{FILES_DIR}/{log_name}", data)
-
     stat = WriteStat("files", file_id, f"files/{log_name}", instant_time, len(records), 0, len(records), 0, len(data),
                      base_file="", log_files=(log_name,), log_version=1, log_offset=0)
     metadata = CommitMetadata("UPSERT_PREPPED", (stat,), extra={"schema": schema_json})
+    return DeltacommitFiles(instant_time, file_id, log_name, data, metadata.to_bytes())
+
+
+def write_pending(storage: Storage, files: DeltacommitFiles) -> None:
+    """Write the deltacommit's requested and inflight instant files and its log file (again,
+    if a crash left them): a pending deltacommit, which every reader ignores."""
+    requested, inflight = files.pending_names
+    storage.create_if_absent(f"{TIMELINE}/{requested}")
+    inflight_bytes = inflight_metadata_bytes("UPSERT_PREPPED", [("files", files.file_id)])
+    storage.write_atomic(f"{TIMELINE}/{inflight}", inflight_bytes)
+    storage.write_atomic(files.log_path, files.log_data)
+
+
+def completed_deltacommit(names: Iterable[str], instant_time: str) -> str | None:
+    """The completion time of the deltacommit ``instant_time`` among the metadata timeline's
+    file ``names`` (None: not completed)."""
+    for name in names:
+        instant = parse_instant_file_name(name) if name.startswith(instant_time) else None
+        if (instant is not None and instant.requested_time == instant_time and instant.state is State.COMPLETED
+                and instant.action is Action.DELTA_COMMIT and instant.completion_time):
+            return instant.completion_time
+    return None
+
+
+def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, PartitionChange]) -> str:
+    """Publish the deltacommit ``instant_time`` on the metadata timeline recording ``changes``
+    (data-table partition -> its change). Returns the completion time. Idempotent: a pending
+    instant (a crash in the middle) is written again; one already completed (an interrupted
+    clean executed again) is left as it is and its completion time returned."""
+    files = deltacommit_files(storage, instant_time, changes)
+    done_already = completed_deltacommit(storage.list_names(TIMELINE), instant_time)
+    if done_already is not None:
+        return done_already
+    write_pending(storage, files)
     completion = new_instant_time(floor=latest_time(storage))
     done = instant_file_name(instant_time, Action.DELTA_COMMIT, State.COMPLETED, completion)
-    storage.write_atomic(f"{TIMELINE}/{done}", metadata.to_bytes())
+    storage.write_atomic(f"{TIMELINE}/{done}", files.completed)
     return completion

@@ -14,13 +14,15 @@ has a metadata table, :func:`keep_or_drop` (under the table lock) decides:
 Each action that publishes a data-table instant tidemark covers (a write's commit or
 deltacommit, the instant that creates file groups, compaction, clustering) calls
 :func:`record_if_maintained` under the lock, after its conflict checks and right before it
-publishes: the metadata deltacommit of the same time completes first, as Hudi orders it.
-A crash between the two leaves a completed metadata deltacommit whose data instant is not
-completed; readers ignore its files (hudi-rs takes file slices only of completed data
-instants; tests/test_metadata_table.py checks it), and the next writer finds the tables out
-of sync and removes the metadata table. A clean records outside the lock (see there); a
-rollback (of a pending or a completed instant, alone or in a restore) and a restore record
-the files they delete under their own instant times (:mod:`tidemark.metadata.undone`).
+publishes: the metadata deltacommit of the same time completes first, as Hudi orders it (a
+write's commit writes it before the lock and only completes it under the lock:
+:mod:`tidemark.metadata.staged_deltacommit`). A crash between the two leaves a completed
+metadata deltacommit whose data instant is not completed; readers ignore its files (hudi-rs
+takes file slices only of completed data instants; tests/test_metadata_table.py checks it),
+and the next writer finds the tables out of sync and removes the metadata table. A clean
+records outside the lock (see there); a rollback (of a pending or a completed instant, alone
+or in a restore) and a restore record the files they delete under their own instant times
+(:mod:`tidemark.metadata.undone`).
 After a compaction of the files partition its old slices are cleaned and its timeline
 archived (:mod:`tidemark.metadata.timeline_service`).
 """
@@ -39,6 +41,7 @@ from tidemark.metadata.compact import compact_files_partition
 from tidemark.metadata.disable import INFLIGHT_PARTITIONS_KEY, METADATA_DIR, PARTITIONS_KEY, drop_metadata_table
 from tidemark.metadata.files import FILES_DIR
 from tidemark.metadata.files_writer import TIMELINE, PartitionChange, files_group, record_instant
+from tidemark.metadata.sync_state import BOOTSTRAP_PREFIX, MIRRORED, forget, known_in_sync, remember_in_sync, sync_key
 from tidemark.metadata.timeline_service import clean_and_archive
 from tidemark.metadata.undone import undone_times
 from tidemark.storage import Storage
@@ -46,10 +49,8 @@ from tidemark.timeline import Action, State, Timeline
 from tidemark.timeline.instant import parse_instant_file_name
 
 FILES_PARTITION = "files"
-# Data-table actions whose completed instants Hudi mirrors with a metadata deltacommit.
-_MIRRORED = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLEAN, Action.ROLLBACK,
-             Action.RESTORE)
-_BOOTSTRAP_PREFIX = "0000000000"  # Hudi initialises each partition with deltacommits 00000000000000000, ...1, ...
+_MIRRORED = MIRRORED
+_BOOTSTRAP_PREFIX = BOOTSTRAP_PREFIX
 
 
 def _partitions(props: dict[str, str], key: str = PARTITIONS_KEY) -> list[str]:
@@ -58,8 +59,7 @@ def _partitions(props: dict[str, str], key: str = PARTITIONS_KEY) -> list[str]:
 
 def maintained(storage: Storage) -> bool:
     """Whether the table's metadata table is one tidemark keeps: only ``files`` declared."""
-    props = read_properties(storage)
-    return _partitions(props) == [FILES_PARTITION] and not _partitions(props, INFLIGHT_PARTITIONS_KEY)
+    return _declares_only_files(read_properties(storage))
 
 
 def _metadata_instants(storage: Storage) -> tuple[dict[str, str], set[str], str | None]:
@@ -144,24 +144,34 @@ def behind_data_timeline(timeline: Timeline, completed: dict[str, str], earliest
     return None
 
 
-def drop_unmaintained_partitions(storage: Storage) -> list[str]:
+def _declares_only_files(props: dict[str, str]) -> bool:
+    return _partitions(props) == [FILES_PARTITION] and not _partitions(props, INFLIGHT_PARTITIONS_KEY)
+
+
+def drop_unmaintained_partitions(storage: Storage, props: dict[str, str] | None = None,
+                                 subdirs: Sequence[str] | None = None) -> list[str]:
     """Declare only ``files`` (properties first, under their mutex), then delete the folders of
-    the other partitions. Idempotent; returns the partition folders deleted."""
-    with properties_mutex(storage):
-        props = read_properties(storage)
-        if _partitions(props) != [FILES_PARTITION] or _partitions(props, INFLIGHT_PARTITIONS_KEY):
-            props[PARTITIONS_KEY] = FILES_PARTITION
-            props[INFLIGHT_PARTITIONS_KEY] = ""
-            storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
-    gone = [d for d in storage.list_subdirs(METADATA_DIR) if d not in (FILES_PARTITION, ".hoodie")]
+    the other partitions. Idempotent; returns the partition folders deleted. ``props`` and
+    ``subdirs`` (the metadata table's folders): as just read by the caller, if it did; when
+    they show nothing to change, nothing is locked or written."""
+    if props is None or not _declares_only_files(props):
+        with properties_mutex(storage):
+            props = read_properties(storage)
+            if not _declares_only_files(props):
+                props[PARTITIONS_KEY] = FILES_PARTITION
+                props[INFLIGHT_PARTITIONS_KEY] = ""
+                storage.write_atomic(PROPERTIES_PATH, format_properties(props).encode())
+    subdirs = storage.list_subdirs(METADATA_DIR) if subdirs is None else subdirs
+    gone = [d for d in subdirs if d not in (FILES_PARTITION, ".hoodie")]
     for name in gone:
         storage.delete_tree(f"{METADATA_DIR}/{name}")
     return gone
 
 
-def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
+def keep_or_drop(storage: Storage, *, enabled: bool, timeline: Timeline | None = None) -> tuple[bool, str]:
     """Under the table lock, before a change: keep the metadata table (its ``files`` partition
-    only) or remove it. Returns (kept, why) — ``why`` says what was done, "" if nothing."""
+    only) or remove it. Returns (kept, why) — ``why`` says what was done, "" if nothing.
+    ``timeline``: the data timeline, if the caller loaded it under this lock already."""
     props = read_properties(storage)
     if FILES_PARTITION not in _partitions(props):
         dropped = drop_metadata_table(storage)
@@ -169,11 +179,17 @@ def keep_or_drop(storage: Storage, *, enabled: bool) -> tuple[bool, str]:
     if not enabled:
         drop_metadata_table(storage)
         return False, "removed: hoodie.metadata.enable=false"
-    problem = in_sync(storage, Timeline.load(storage))
-    if problem is not None:
-        drop_metadata_table(storage)
-        return False, f"removed: {problem}"
-    gone = drop_unmaintained_partitions(storage)
+    subdirs = storage.list_subdirs(METADATA_DIR)
+    timeline = Timeline.load(storage) if timeline is None else timeline
+    key = sync_key(storage, props, subdirs, timeline)
+    if not known_in_sync(storage, key, timeline):  # worked out again only when something it reads changed
+        problem = in_sync(storage, timeline)
+        if problem is not None:
+            forget(storage)
+            drop_metadata_table(storage)
+            return False, f"removed: {problem}"
+        remember_in_sync(storage, key)
+    gone = drop_unmaintained_partitions(storage, props, subdirs)
     return True, f"kept the files partition, dropped {', '.join(sorted(gone))}" if gone else ""
 
 
@@ -212,14 +228,24 @@ __all__ = ["FILES_DIR", "behind_data_timeline", "changes_of", "drop_unmaintained
 
 def _kept_as_is(storage: Storage, *, enabled: bool) -> bool:
     """Whether :func:`keep_or_drop` would change nothing now (read only, no lock)."""
-    if not enabled or not maintained(storage):
+    props = read_properties(storage)
+    if not enabled or not _declares_only_files(props):
         return False
-    if set(storage.list_subdirs(METADATA_DIR)) - {FILES_PARTITION, ".hoodie"}:
+    subdirs = storage.list_subdirs(METADATA_DIR)
+    if set(subdirs) - {FILES_PARTITION, ".hoodie"}:
         return False
-    return in_sync(storage, Timeline.load(storage)) is None
+    timeline = Timeline.load(storage)
+    key = sync_key(storage, props, subdirs, timeline)
+    if known_in_sync(storage, key, timeline):
+        return True
+    if in_sync(storage, timeline) is not None:
+        return False
+    remember_in_sync(storage, key)
+    return True
 
 
-def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False) -> str:
+def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap: bool = False,
+                        timeline: Timeline | None = None) -> str:
     """Before any change, under the table lock: keep a metadata table's ``files`` partition if
     tidemark can maintain it (the others dropped), else remove the table as Hudi does with
     hoodie.metadata.enable=false (docs/metadata-table.md). Called at every guard, so one a
@@ -234,7 +260,8 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap
     ``bootstrap`` (hoodie.metadata.enable=true given explicitly): a table without a metadata
     table gets one when no instant is pending (:mod:`tidemark.metadata.bootstrap`, which logs
     it) — not when the lock is held already: that is a commit's critical section, whose own
-    instant is pending."""
+    instant is pending. ``timeline``: the data timeline the commit loaded under the lock (used
+    only while the lock is held)."""
     from tidemark import metadata
 
     if not metadata.metadata_table_present(storage):
@@ -247,5 +274,5 @@ def guard_before_change(storage: Storage, lock: Any, *, enabled: bool, bootstrap
         return ""
     # Inside the commit protocol's critical section the lock is already ours (it is not reentrant).
     with contextlib.nullcontext() if lock.held else lock.hold("keep or remove the metadata table"):
-        _kept, why = keep_or_drop(storage, enabled=enabled)
+        _kept, why = keep_or_drop(storage, enabled=enabled, timeline=timeline if lock.held else None)
         return why

@@ -21,6 +21,7 @@ from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.metadata.maintain import metadata_recorded, record_if_maintained
+from tidemark.metadata.staged_deltacommit import withdraw
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 
@@ -138,6 +139,8 @@ def _execute(
     # completed one's drop out, all of them even if a crashed run deleted some already; its
     # own deltacommit stays, see metadata/undone.py).
     listed = instant.is_completed or metadata_recorded(storage, instant.requested_time)
+    if not listed:  # a pending metadata deltacommit of the write (staged before its commit) goes too
+        withdraw(storage, instant.requested_time)
     record_if_maintained(storage, rollback_time, (), files if listed else deleted)
     completion = new_instant_time(floor=rollback_time)
     done = instant_file_name(rollback_time, Action.ROLLBACK, State.COMPLETED, completion)

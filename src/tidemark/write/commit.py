@@ -48,6 +48,7 @@ from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, jo
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
+from tidemark.metadata.staged_deltacommit import StagedDeltacommit, discard, publish_deltacommit, stage_deltacommit
 from tidemark.recovery.clean import finish_pending_clean
 from tidemark.recovery.rollback import RollbackResult, finish_pending_rollbacks, rollback
 from tidemark.recovery.savepoint import finish_pending_restores
@@ -135,6 +136,9 @@ class CommitProtocol:
         # a write plans and when it requests its instant, which change no file listing; the
         # commit runs the whole guard under its lock before it records its files.
         self.settings_guard: Callable[[], None] | None = None
+        # The timeline the commit loaded under its lock, while its guard runs: the guard's check
+        # of the metadata table reads it instead of listing the timeline folder again.
+        self.timeline_under_lock: Timeline | None = None
         # The timeline prepare_for_write loaded last (after any rollbacks it ran): the write's
         # snapshot, taken once by take_snapshot so a write lists the timeline once before its
         # instant is requested.
@@ -419,15 +423,18 @@ class CommitProtocol:
             )
             # The bytes are written ahead of the lock: under it a link names them (storage/staged.py).
             staged = stage(self.storage, TIMELINE_DIR, meta.to_bytes())
+            # So is the metadata table's deltacommit, pending until under the lock (metadata/staged_deltacommit.py).
+            mdt = stage_deltacommit(self.storage, pending.instant_time, stats) if self.config.metadata_enable else None
             waited = time.perf_counter()
             try:
                 with self.lock.hold("commit"):
                     entered = time.perf_counter()
                     timeline, completion_time = self._publish_under_lock(pending, stats, replaced, staged, meta,
-                                                                         schema_json)
+                                                                         schema_json, mdt)
                 released = time.perf_counter()
             finally:
                 staged.discard()
+                discard(self.storage, mdt)
             published = Instant(pending.instant_time, pending.action, State.COMPLETED, completion_time)
             self.last_commit_timing = CommitTiming(
                 lock_wait_ms=(entered - waited) * 1000, critical_section_ms=(released - entered) * 1000
@@ -452,12 +459,18 @@ class CommitProtocol:
         staged: StagedFile,
         meta: CommitMetadata,
         schema_json: str | None,
+        mdt: StagedDeltacommit | None = None,
     ) -> tuple[Timeline, str]:
         """The critical section of :meth:`complete`, called holding the lock: reload the timeline,
         run the checks, publish ``staged`` (``meta``'s bytes; staged again if the schema is
-        reconciled). Returns the timeline read and the completion time."""
-        self.guard()
-        timeline = Timeline.load(self.storage)
+        reconciled) after the metadata table's staged deltacommit ``mdt``. Returns the timeline read
+        and the completion time."""
+        # Loaded first: the guard changes no data-timeline file, and reads this one (one listing).
+        timeline = self.timeline_under_lock = Timeline.load(self.storage)
+        try:
+            self.guard()
+        finally:
+            self.timeline_under_lock = None
         if self.config.multi_writer:
             seen = pending.seen
             if seen is None:  # no snapshot recorded: everything completed after we started counts
@@ -477,8 +490,8 @@ class CommitProtocol:
             self._still_mine(pending, timeline)
         self.lock.assert_held()  # the fence: a writer whose lease ran out publishes nothing
         # The metadata table's deltacommit completes first, as Hudi orders it (metadata/maintain.py).
-        record_if_maintained(self.storage, pending.instant_time, stats,
-                             compact_after=self.config.metadata_compact_max_delta_commits)
+        publish_deltacommit(self.storage, mdt, pending.instant_time, stats,
+                            compact_after=self.config.metadata_compact_max_delta_commits)
         completion_time = self._new_time(timeline, at_least=pending.instant_time)
         name = instant_file_name(pending.instant_time, pending.action, State.COMPLETED, completion_time)
         outcome = staged.publish(f"{TIMELINE_DIR}/{name}")
