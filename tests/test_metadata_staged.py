@@ -198,3 +198,29 @@ def test_the_guard_under_the_lock_works_the_verdict_out_again_when_the_table_cha
     table.upsert(_row(2))
     assert not (path / METADATA_DIR).exists()  # found behind: removed, as before
     assert _ids(hudi_rs_read(str(path))) == _ids(table.read())
+
+
+def test_an_orphaned_staged_deltacommit_is_withdrawn_at_the_next_compaction(tmp_path: Path) -> None:
+    """A write rolled back by another writer, whose process then staged its deltacommit and died
+    before the lock, leaves a pending deltacommit whose data instant is gone. The next compaction
+    of the files partition withdraws it (archival would otherwise stop at it for good), and the
+    metadata timeline is archived past it."""
+    from tidemark.metadata.staged_deltacommit import stage_deltacommit
+
+    path = tmp_path / "t"
+    # The data table archives early, so the metadata timeline may be archived within the test.
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="p", options={
+        **OCC, "hoodie.clean.commits.retained": "1", "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"})
+    table.upsert(_row(0))
+    storage = LocalStorage(str(path))
+    orphan = new_instant_time(floor=max(i.requested_time for i in table.timeline()))
+    assert stage_deltacommit(storage, orphan, []) is not None  # staged; its data instant never existed
+    assert {i.state for i in _mdt(path) if i.requested_time == orphan} == {State.REQUESTED, State.INFLIGHT}
+    for i in range(1, 16):  # compactions every 3 deltacommits (OCC above), each followed by clean + archive
+        table.upsert(_row(i))
+    assert not [i for i in _mdt(path) if i.requested_time == orphan]
+    assert not [n for n in os.listdir(path / METADATA_DIR / "files") if f"_{orphan}.log." in n]
+    oldest = min(i.requested_time for i in _mdt(path) if not i.requested_time.startswith("0000"))
+    assert oldest > orphan  # archival went past where the orphan stood
+    _assert_true(path, table)
+    assert _ids(table.read()) == [(i, f"x{i}") for i in range(16)]

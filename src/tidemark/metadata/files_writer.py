@@ -27,7 +27,7 @@ import fastavro
 from tidemark.errors import UnsupportedTableError
 from tidemark.format import hfile
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes
-from tidemark.format.log_file import BlockType, HeaderKey, LogBlock, encode_block, log_file_name
+from tidemark.format.log_file import BlockType, HeaderKey, LogBlock, encode_block, log_file_name, parse_log_file_name
 from tidemark.metadata.disable import METADATA_DIR
 from tidemark.metadata.files import ALL_PARTITIONS_KEY, FILES_DIR, HFILE_NAME_RE, NON_PARTITIONED_KEY
 from tidemark.storage import Storage
@@ -169,3 +169,24 @@ def record_instant(storage: Storage, instant_time: str, changes: Mapping[str, Pa
     done = instant_file_name(instant_time, Action.DELTA_COMMIT, State.COMPLETED, completion)
     storage.write_atomic(f"{TIMELINE}/{done}", files.completed)
     return completion
+
+
+def withdraw(storage: Storage, instant_time: str) -> bool:
+    """Remove the metadata deltacommit ``instant_time`` if it is pending: its log file first,
+    then its inflight and requested files (a completed one stays). Idempotent; returns whether
+    anything was removed. For a data instant that will not complete (a rollback, a failed commit)."""
+    names = storage.list_names(TIMELINE)
+    if completed_deltacommit(names, instant_time) is not None:
+        return False
+    pending = [n for n in names if n.startswith(instant_time) and (i := parse_instant_file_name(n)) is not None
+               and i.requested_time == instant_time and i.action is Action.DELTA_COMMIT]
+    removed = False
+    for name in storage.list_names(FILES_DIR):
+        parsed = parse_log_file_name(name)
+        if parsed is not None and parsed.instant_time == instant_time:
+            removed = storage.delete(f"{FILES_DIR}/{name}") or removed
+    for state in (State.INFLIGHT, State.REQUESTED):
+        name = instant_file_name(instant_time, Action.DELTA_COMMIT, state)
+        if name in pending:
+            removed = storage.delete(f"{TIMELINE}/{name}") or removed
+    return removed

@@ -30,8 +30,10 @@ What can change while the writer waits for the lock, and what then happens:
 
 A crash after staging leaves a pending deltacommit: readers ignore it (Hudi and hudi-rs read
 only blocks of completed instants), and the rollback of the failed write (by the next writer,
-as for its data files) withdraws it (:mod:`tidemark.recovery.rollback`); the hidden staged
-file names no instant.
+as for its data files) withdraws it (:mod:`tidemark.recovery.rollback`); if the write had
+been rolled back already (by another writer, before this one staged), the next compaction of
+the files partition withdraws it (:mod:`tidemark.metadata.timeline_service`). The hidden
+staged file names no instant.
 
 Whether the partition is due for compaction is decided from the slice counted before the
 lock, plus this deltacommit's log: a count that missed other writers' logs added meanwhile
@@ -46,16 +48,16 @@ from dataclasses import dataclass
 
 from tidemark.errors import UnsupportedTableError
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.log_file import parse_log_file_name
 from tidemark.metadata.compact import compact_files_partition
 from tidemark.metadata.disable import METADATA_DIR
-from tidemark.metadata.files import FILES_DIR, latest_slice
+from tidemark.metadata.files import latest_slice
 from tidemark.metadata.files_writer import (
     TIMELINE,
     DeltacommitFiles,
     completed_deltacommit,
     deltacommit_files,
     latest_time,
+    withdraw,
     write_pending,
 )
 from tidemark.metadata.maintain import FILES_PARTITION, changes_of, maintained, record_if_maintained
@@ -126,27 +128,6 @@ def publish_deltacommit(storage: Storage, staged: StagedDeltacommit | None, inst
             and compact_files_partition(storage, after=compact_after) is not None):
         clean_and_archive(storage)
     return done
-
-
-def withdraw(storage: Storage, instant_time: str) -> bool:
-    """Remove the metadata deltacommit ``instant_time`` if it is pending: its log file first,
-    then its inflight and requested files (a completed one stays). Idempotent; returns whether
-    anything was removed. For a data instant that will not complete (a rollback, a failed commit)."""
-    names = storage.list_names(TIMELINE)
-    if completed_deltacommit(names, instant_time) is not None:
-        return False
-    pending = [n for n in names if n.startswith(instant_time) and (i := parse_instant_file_name(n)) is not None
-               and i.requested_time == instant_time and i.action is Action.DELTA_COMMIT]
-    removed = False
-    for name in storage.list_names(FILES_DIR):
-        parsed = parse_log_file_name(name)
-        if parsed is not None and parsed.instant_time == instant_time:
-            removed = storage.delete(f"{FILES_DIR}/{name}") or removed
-    for state in (State.INFLIGHT, State.REQUESTED):
-        name = instant_file_name(instant_time, Action.DELTA_COMMIT, state)
-        if name in pending:
-            removed = storage.delete(f"{TIMELINE}/{name}") or removed
-    return removed
 
 
 def discard(storage: Storage, staged: StagedDeltacommit | None) -> None:

@@ -30,8 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tidemark.format.log_file import parse_log_file_name
+from tidemark.metadata.create import BOOTSTRAP_INSTANT
 from tidemark.metadata.disable import METADATA_DIR
 from tidemark.metadata.files import FILES_DIR, HFILE_NAME_RE
+from tidemark.metadata.files_writer import withdraw
 from tidemark.storage import Storage
 from tidemark.storage.location import StorageLocation, storage_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
@@ -103,10 +105,32 @@ def _read(storage: Storage, path: str) -> bytes | None:
         return None
 
 
+def _withdraw_orphans(storage: Storage, instants: list[Instant]) -> bool:
+    """Withdraw pending deltacommits whose data instant is gone from the data timeline.
+
+    A writer stages its deltacommit before the lock (:mod:`tidemark.metadata.staged_deltacommit`).
+    If its write was rolled back by another writer (an expired heartbeat) and the process then
+    died before withdrawing, nothing else would remove the pending deltacommit, and archival
+    stops at the first pending instant. The metadata timeline is listed before the data
+    timeline: a data instant is requested before its deltacommit is staged and never comes back
+    once rolled back, so one absent from the later listing cannot complete. The bootstrap's
+    instants (``00000000000000000...``, written under the lock) are not data instants.
+    """
+    pending = {i.requested_time for i in instants
+               if i.action is Action.DELTA_COMMIT and i.state is not State.COMPLETED
+               and not i.requested_time.startswith(BOOTSTRAP_INSTANT)}
+    if not pending:
+        return False
+    on_data_timeline = {i.requested_time for i in Timeline.load(storage)}
+    return any([withdraw(storage, t) for t in sorted(pending - on_data_timeline)])
+
+
 def clean_and_archive(storage: Storage) -> MetadataUpkeep:
     """Clean the files partition's old slices and archive the metadata timeline's old instants
     (see the module notes). Call under the table lock, after a compaction of the partition."""
     instants = _instants(storage)
+    if _withdraw_orphans(storage, instants):
+        instants = _instants(storage)
     completed = {i.requested_time: i.completion_time or "" for i in instants if i.state is State.COMPLETED}
     keep_from, deleted = _clean(storage, completed)
     if keep_from is None:
