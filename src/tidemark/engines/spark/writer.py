@@ -422,8 +422,9 @@ class SparkWritePipeline:
         self, view: FileSystemView, partitions: Sequence[str] | None, key: str = RECORD_KEY
     ) -> DataFrame | None:
         """The ``key`` column (the record key, or its one integer field), partition path and
-        file id of every row of the latest base files of ``partitions`` (None: all) that may
-        hold a batch key (bloom index: engines/spark/bloom_index.py, probed in the tasks)."""
+        file name (:func:`_with_file_id` makes it the file id) of every row of the latest base
+        files of ``partitions`` (None: all) that may hold a batch key (bloom index:
+        engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
         batch = self._arrived_keys if self._arrived_keys is not None else self._arrived
         # Probed whenever the lookup itself stays map-side (counted or estimated small batches).
@@ -439,9 +440,7 @@ class SparkWritePipeline:
         key_type = pa.string() if key == RECORD_KEY else self.user_schema.field(key).type
         key_arrow = pa.schema([(key, key_type), (PARTITION_PATH, pa.string()), (FILE_NAME, pa.string())])
         existing = read_columns_of(self.spark, view.storage, [f.path for f in files], key_arrow)
-        return existing.selectExpr(
-            name(key), name(PARTITION_PATH), f"substring_index({name(FILE_NAME)}, '_', 1) AS {name(FILE_ID_COLUMN)}"
-        )
+        return existing
 
     def _integer_key(self) -> str | None:
         """The record key's one field, if it is an integer: its text is the record key, one to
@@ -494,10 +493,13 @@ class SparkWritePipeline:
                 # share the batch's relations makes Spark re-analyse one side, about 0.2 s of driver.
                 arrived = arrived.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
                 self._kept.append(arrived)
-            existing = existing.join(F.broadcast(arrived), on=on, how="left_semi")
+            # The file id is cut from the names of the rows the batch kept only (Spark does not
+            # move the projection above the semi-join: a spread batch cut all 1M names).
+            existing = _with_file_id(existing.join(F.broadcast(arrived), on=on, how="left_semi"))
             if self._broadcast_lookup():
                 return df.join(F.broadcast(existing), on=on, how="left")
-        return df.join(existing, on=on, how="left")
+            return df.join(existing, on=on, how="left")
+        return df.join(_with_file_id(existing), on=on, how="left")
 
     def _small_batch(self) -> bool:
         """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
@@ -589,3 +591,9 @@ class SparkWritePipeline:
         """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
         return write_bulk(df, spec, self.layout, self.user_schema, self.parallelism,
                           functools.partial(self._run_write_job, instant=spec.instant_time))
+
+
+def _with_file_id(existing: DataFrame) -> DataFrame:
+    """``existing`` (``_existing_keys``) with the file id (its name's first part) for the file name."""
+    columns = [name(c) for c in existing.columns if c != FILE_NAME]
+    return existing.selectExpr(*columns, f"substring_index({name(FILE_NAME)}, '_', 1) AS {name(FILE_ID_COLUMN)}")
