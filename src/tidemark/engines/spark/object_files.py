@@ -15,12 +15,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.engines.spark.connect import default_parallelism
-from tidemark.engines.spark.expressions import name
-from tidemark.format.names import FILE_NAME
 from tidemark.format.parquet_file import read_data_file
 from tidemark.storage import Storage
 from tidemark.storage.location import StorageLocation, location_of, storage_of
-from tidemark.write.engine import FILE_ID_COLUMN
 
 
 def read_parquet_files(
@@ -54,10 +51,3 @@ def read_columns_of(spark: SparkSession, storage: Storage, paths: Sequence[str],
     if storage.is_local:
         return spark.read.schema(from_arrow_schema(schema)).parquet(*(storage.full_path(p) for p in paths))
     return read_parquet_files(spark, location_of(storage), list(paths), schema, ranged=True)
-
-
-def with_file_id(existing: DataFrame) -> DataFrame:
-    """``existing`` (a base file's columns with the file name) with the file id (the name's first
-    part) in place of the file name."""
-    columns = [name(c) for c in existing.columns if c != FILE_NAME]
-    return existing.selectExpr(*columns, f"substring_index({name(FILE_NAME)}, '_', 1) AS {name(FILE_ID_COLUMN)}")

@@ -56,26 +56,6 @@ def kept_with(frame: DataFrame, metrics: Sequence[Column], columns: Sequence[str
     return kept, observation.get
 
 
-def kept_keys_with(
-    frame: DataFrame, columns: Sequence[str], null_sql: str, ambiguous_sql: str
-) -> tuple[DataFrame, Any]:
-    """``frame``'s key ``columns`` (the first the partition path), each distinct value once, kept
-    as :func:`kept_with` keeps them, with these metrics of ``frame``'s rows: ``rows``, ``paths``
-    (the partition paths), ``nulls`` and ``ambiguous`` (rows where ``null_sql`` / ``ambiguous_sql``,
-    SQL text, hold) and ``most`` (the most rows one key has: 1 means no key repeats).
-
-    The keys are grouped (a shuffle of the keys alone, aggregated by hash) so that the batch's
-    full rows need no dedup when no key repeats."""
-    keys = [name(c) for c in columns]
-    flags = frame.selectExpr(*keys, f"CAST({null_sql} AS BIGINT) AS _tm_null",
-                             f"CAST({ambiguous_sql} AS BIGINT) AS _tm_amb")
-    grouped = flags.groupBy(*columns).agg(named("count(1)", "_tm_n"), named("sum(_tm_null)", "_tm_null"),
-                                          named("sum(_tm_amb)", "_tm_amb"))
-    metrics = [named("sum(_tm_n)", "rows"), named("max(_tm_n)", "most"), named(f"collect_set({keys[0]})", "paths"),
-               named("sum(_tm_null)", "nulls"), named("sum(_tm_amb)", "ambiguous")]
-    return kept_with(grouped, metrics, columns)
-
-
 @dataclass(frozen=True)
 class ProfileMetrics:
     """The observed metrics of a tagged batch's workload profile, and how to read them back."""

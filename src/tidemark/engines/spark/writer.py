@@ -48,12 +48,11 @@ from tidemark.engines.spark.expressions import (
 )
 from tidemark.engines.spark.group_writes import file_group_writes
 from tidemark.engines.spark.keys import null_key_condition, null_key_sql, partition_path_sql, record_key_sql
-from tidemark.engines.spark.object_files import read_columns_of, with_file_id
+from tidemark.engines.spark.object_files import read_columns_of
 from tidemark.engines.spark.observed import (
     KEPT_KEY_BYTES,
     OBSERVED_PARTITIONS,
     ProfileMetrics,
-    kept_keys_with,
     kept_with,
     observable,
 )
@@ -115,7 +114,6 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
-        self._unique_keys = False  # the check found no key twice in the batch
         self.parallelism = parallelism
         self._job: JobHandle | None = None
 
@@ -247,12 +245,13 @@ class SparkWritePipeline:
     def _check_and_keep_keys(self, df: DataFrame) -> None:
         """The batch's (partition path, record key[, integer key field]) kept for the bloom probe
         and the lookup's broadcast, with the row count, the partition paths and the key checks
-        observed in the same job (:func:`.observed.kept_keys_with`), and whether a key repeats."""
+        observed in the same job (:func:`.observed.kept_with`)."""
         int_key = self._integer_key()
         columns = [PARTITION_PATH, RECORD_KEY, *([int_key] if int_key else [])]
-        kept, counts = kept_keys_with(df, columns, null_key_sql(self.layout.record_key_fields), self._ambiguous_sql())
+        metrics = [named("count(1)", "rows"), named(f"collect_set({name(PARTITION_PATH)})", "paths"),
+                   *self._key_checks()]
+        kept, counts = kept_with(df, metrics, columns)
         self._kept.append(kept)
-        self._unique_keys = counts["most"] == 1  # then a max_by dedup would return the batch as it is
         self._arrived_keys = kept
         self.batch_rows = counts["rows"] or 0
         self.batch_partitions = sorted(counts["paths"] or ())
@@ -282,11 +281,9 @@ class SparkWritePipeline:
     def _key_checks(self) -> list[Column]:
         """The aggregates that count rows with a null key field (``nulls``) and multi-field keys
         holding a ',' (``ambiguous``)."""
-        return [self._null_keys(), named(f"sum(CAST({self._ambiguous_sql()} AS BIGINT))", "ambiguous")]
-
-    def _ambiguous_sql(self) -> str:
-        texts = (f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in self._text_key_fields())
-        return "(" + " OR ".join(["false", *texts]) + ")"
+        ambiguous = " OR ".join(
+            ["false", *(f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in self._text_key_fields())])
+        return [self._null_keys(), named(f"sum(CAST(({ambiguous}) AS BIGINT))", "ambiguous")]
 
     def _raise_for_bad_keys(self, df: DataFrame, nulls: int, ambiguous: int) -> None:
         if nulls:
@@ -367,10 +364,7 @@ class SparkWritePipeline:
         )
 
     def dedup(self, df: DataFrame) -> DataFrame:
-        """One record per key, merged with the table's merger (:func:`.dedup.dedup_by_key`); the
-        batch itself when the check found every key once and the dedup only picks (max_by)."""
-        if self._unique_keys and self.layout.merge.max_by_dedup:
-            return df
+        """One record per key, merged with the table's merger (:func:`.dedup.dedup_by_key`)."""
         return dedup_by_key(df, self.layout, self.user_schema)
 
     # -- the seam's tagging steps (tidemark.write.engine.WritePipeline) -----------------
@@ -427,9 +421,9 @@ class SparkWritePipeline:
     def _existing_keys(
         self, view: FileSystemView, partitions: Sequence[str] | None, key: str = RECORD_KEY
     ) -> DataFrame | None:
-        """The ``key`` column (the record key, or its one integer field), partition path and file
-        name (``with_file_id`` makes it the file id) of every row of the latest base files of
-        ``partitions`` (None: all) that may hold a batch key (bloom index:
+        """The ``key`` column (the record key, or its one integer field), partition path and
+        file name (:func:`_with_file_id` makes it the file id) of every row of the latest base
+        files of ``partitions`` (None: all) that may hold a batch key (bloom index:
         engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
         batch = self._arrived_keys if self._arrived_keys is not None else self._arrived
@@ -501,11 +495,11 @@ class SparkWritePipeline:
                 self._kept.append(arrived)
             # The file id is cut from the names of the rows the batch kept only (Spark does not
             # move the projection above the semi-join: a spread batch cut all 1M names).
-            existing = with_file_id(existing.join(F.broadcast(arrived), on=on, how="left_semi"))
+            existing = _with_file_id(existing.join(F.broadcast(arrived), on=on, how="left_semi"))
             if self._broadcast_lookup():
                 return df.join(F.broadcast(existing), on=on, how="left")
             return df.join(existing, on=on, how="left")
-        return df.join(with_file_id(existing), on=on, how="left")
+        return df.join(_with_file_id(existing), on=on, how="left")
 
     def _small_batch(self) -> bool:
         """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
@@ -598,3 +592,8 @@ class SparkWritePipeline:
         return write_bulk(df, spec, self.layout, self.user_schema, self.parallelism,
                           functools.partial(self._run_write_job, instant=spec.instant_time))
 
+
+def _with_file_id(existing: DataFrame) -> DataFrame:
+    """``existing`` (``_existing_keys``) with the file id (its name's first part) for the file name."""
+    columns = [name(c) for c in existing.columns if c != FILE_NAME]
+    return existing.selectExpr(*columns, f"substring_index({name(FILE_NAME)}, '_', 1) AS {name(FILE_ID_COLUMN)}")
