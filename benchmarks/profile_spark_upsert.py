@@ -32,6 +32,9 @@ def main() -> int:
     p.add_argument("--shuffle-partitions", type=int, default=8)
     p.add_argument("--benches", nargs="+", default=["upsert", "narrow"])
     p.add_argument("--raw", action="store_true", help="also time the raw rewrite")
+    p.add_argument("--cprofile", metavar="PREFIX",
+                   help="also profile the driver's Python of each upsert (cProfile, PREFIX-<bench>.prof)")
+    p.add_argument("--warmup", action="store_true", help="run each upsert once untimed first (JIT, caches)")
     args = p.parse_args()
     shutil.rmtree(args.work_dir, ignore_errors=True)
     os.makedirs(args.work_dir)
@@ -63,8 +66,20 @@ def main() -> int:
             batch.count()
             path = os.path.join(args.work_dir, f"tm_{bench}")
             shutil.copytree(base, path)
+            if args.warmup:
+                warm = os.path.join(args.work_dir, f"warm_{bench}")
+                shutil.copytree(base, warm)
+                tidemark.Table.open(warm, spark=spark).upsert(batch)
+                shutil.rmtree(warm)
             table = tidemark.Table.open(path, spark=spark)
-            out = timed(bench, lambda t=table, b=batch: t.upsert(b))
+            if args.cprofile:
+                import cProfile
+
+                prof = cProfile.Profile()
+                out = timed(bench, lambda t=table, b=batch, pr=prof: pr.runcall(t.upsert, b))
+                prof.dump_stats(f"{args.cprofile}-{bench}.prof")
+            else:
+                out = timed(bench, lambda t=table, b=batch: t.upsert(b))
             print(f"  files {out.num_files}", flush=True)
             if args.raw:
                 raw_base = os.path.join(args.work_dir, "raw")

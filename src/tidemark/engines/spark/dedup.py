@@ -8,6 +8,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from tidemark.engines.spark.expressions import name
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.merge import dedup_records
 from tidemark.write.engine import TableLayout
@@ -34,17 +35,18 @@ def dedup_by_key(df: DataFrame, layout: TableLayout, user_schema: pa.Schema) -> 
         return _dedup_with_merger(df, keys, layout, user_schema)
     value_cols = [c for c in df.columns if c not in keys and c != PARTITION_PATH]
     present = [c for c in layout.ordering_fields if c in df.columns]
-    order = [F.col(c) for c in present] + [F.col(_SEQ)]
-    with_seq = df.select(*keys, *value_cols, F.monotonically_increasing_id().alias(_SEQ))
+    # SQL text: a few py4j calls in all, where Column objects cost a dozen per column (expressions.py).
+    order = ", ".join([*map(name, present), _SEQ])
+    with_seq = df.selectExpr(*map(name, keys), *map(name, value_cols), f"monotonically_increasing_id() AS {_SEQ}")
     if not value_cols:
-        deduped = with_seq.groupBy(*keys).agg(F.lit(0).alias("_w"))
+        deduped = with_seq.groupBy(*keys).agg(F.expr("0 AS _w"))
     else:
-        winner = F.max_by(F.struct(*[F.col(c) for c in value_cols]), F.struct(*order)).alias("_w")
-        deduped = with_seq.groupBy(*keys).agg(winner)
+        values = ", ".join(map(name, value_cols))
+        deduped = with_seq.groupBy(*keys).agg(F.expr(f"max_by(struct({values}), struct({order})) AS _w"))
     # The columns in the batch's order; a non-partitioned table's one path as a constant.
-    out = [F.lit("").alias(c) if one_path and c == PARTITION_PATH
-           else F.col(c) if c in keys else F.col(f"_w.{c}").alias(c) for c in df.columns]
-    return deduped.select(*out)
+    out = [f"'' AS {name(c)}" if one_path and c == PARTITION_PATH
+           else name(c) if c in keys else f"_w.{name(c)} AS {name(c)}" for c in df.columns]
+    return deduped.selectExpr(*out)
 
 def _dedup_with_merger(df: DataFrame, keys: list[str], layout: TableLayout, user_schema: pa.Schema) -> DataFrame:
     merge_config = layout.merge

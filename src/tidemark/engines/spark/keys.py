@@ -16,40 +16,53 @@ from collections.abc import Sequence
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from tidemark.engines.spark.expressions import name, sql_text
 from tidemark.format.names import DEFAULT_PARTITION
 from tidemark.format.partition_path import ESCAPED, escape_value
 
+# Each is SQL text parsed once (see :mod:`.expressions`); the functions returning a Column wrap it.
+
+
+def record_key_sql(fields: Sequence[str]) -> str:
+    if len(fields) == 1:
+        return f"CAST({name(fields[0])} AS STRING)"
+    parts = [f"concat({sql_text(f'{field}:')}, CAST({name(field)} AS STRING))" for field in fields]
+    # concat_ws skips nulls; null keys are rejected before this matters.
+    return f"concat_ws(',', {', '.join(parts)})"
+
 
 def record_key_column(fields: Sequence[str]) -> Column:
-    if len(fields) == 1:
-        return F.col(fields[0]).cast("string")
-    parts = [F.concat(F.lit(f"{name}:"), F.col(name).cast("string")) for name in fields]
-    # concat_ws skips nulls; null keys are rejected before this matters.
-    return F.concat_ws(",", *parts)
+    return F.expr(record_key_sql(fields))
+
+
+def null_key_sql(fields: Sequence[str]) -> str:
+    """A row has a null record-key field (SQL text)."""
+    return "(" + " OR ".join(["false", *(f"{name(field)} IS NULL" for field in fields)]) + ")"
 
 
 def null_key_condition(fields: Sequence[str]) -> Column:
-    cond = F.lit(False)
-    for name in fields:
-        cond = cond | F.col(name).isNull()
-    return cond
+    return F.expr(null_key_sql(fields))
 
 
-def _escaped(value: Column) -> Column:
+def _escaped(value: str) -> str:
     """Hudi's url-encoding: each character of ESCAPED replaced by its ``%XX`` ('%' first)."""
     for char in ESCAPED:
-        value = F.replace(value, F.lit(char), F.lit(escape_value(char)))
+        value = f"replace({value}, {sql_text(char)}, {sql_text(escape_value(char))})"
     return value
 
 
-def partition_path_column(fields: Sequence[str], *, hive_style: bool, url_encode: bool = False) -> Column:
+def partition_path_sql(fields: Sequence[str], *, hive_style: bool, url_encode: bool = False) -> str:
     if not fields:
-        return F.lit("")
+        return "''"
     parts = []
-    for name in fields:
-        value = F.col(name).cast("string")
-        value = F.when(value.isNull() | (value == ""), F.lit(DEFAULT_PARTITION)).otherwise(value)
+    for field in fields:
+        text = f"CAST({name(field)} AS STRING)"
+        value = f"CASE WHEN {text} IS NULL OR {text} = '' THEN {sql_text(DEFAULT_PARTITION)} ELSE {text} END"
         if url_encode:
             value = _escaped(value)
-        parts.append(F.concat(F.lit(f"{name}="), value) if hive_style else value)
-    return F.concat_ws("/", *parts)
+        parts.append(f"concat({sql_text(f'{field}=')}, {value})" if hive_style else value)
+    return f"concat_ws('/', {', '.join(parts)})"
+
+
+def partition_path_column(fields: Sequence[str], *, hive_style: bool, url_encode: bool = False) -> Column:
+    return F.expr(partition_path_sql(fields, hive_style=hive_style, url_encode=url_encode))

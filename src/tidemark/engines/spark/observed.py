@@ -22,9 +22,9 @@ from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
-from pyspark.sql import functions as F
 
 from tidemark.engines.spark.connect import is_connect
+from tidemark.engines.spark.expressions import name, named, sql_text
 from tidemark.format.names import PARTITION_PATH
 from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 
@@ -63,16 +63,18 @@ class ProfileMetrics:
     partitions: Sequence[str] | None  # the batch's partition paths (None: a non-partitioned table)
 
     def columns(self) -> list[Column]:
-        is_new = F.col(FILE_ID_COLUMN).isNull()
-        metrics = [F.count(F.lit(1)).alias("rows"), F.count_if(is_new).alias("inserts")]
+        # SQL text: one parse each, not a dozen py4j calls per Column part (engines/spark/expressions.py).
+        fid, pp = name(FILE_ID_COLUMN), name(PARTITION_PATH)
+        is_new = f"{fid} IS NULL"
+        metrics = [named("count(1)", "rows"), named(f"count_if({is_new})", "inserts")]
         if self.partitions is None:
             # At most one per file group of the table.
-            metrics.append(F.collect_set(FILE_ID_COLUMN).alias("groups"))
+            metrics.append(named(f"collect_set({fid})", "groups"))
             return metrics
-        group = F.when(~is_new, F.struct(F.col(PARTITION_PATH), F.col(FILE_ID_COLUMN)))
-        metrics.append(F.collect_set(group).alias("groups"))  # collect_set skips the nulls
-        pp = F.col(PARTITION_PATH)
-        new_in = [F.count_if(is_new & (pp == F.lit(p))).alias(f"_tm_new_{i}") for i, p in enumerate(self.partitions)]
+        # collect_set skips the nulls
+        metrics.append(named(f"collect_set(CASE WHEN NOT ({is_new}) THEN struct({pp}, {fid}) END)", "groups"))
+        new_in = [named(f"count_if({is_new} AND {pp} = {sql_text(p)})", f"_tm_new_{i}")
+                  for i, p in enumerate(self.partitions)]
         return [*metrics, *new_in]
 
     def profile(self, counts: Any) -> WorkloadProfile | None:

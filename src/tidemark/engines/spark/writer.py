@@ -41,10 +41,13 @@ from tidemark.engines.spark.dedup import dedup_by_key
 from tidemark.engines.spark.expressions import (
     HASH_COLUMN,
     bucket_of,
+    bucket_sql,
     key_hash,
+    name,
+    named,
 )
 from tidemark.engines.spark.group_writes import file_group_writes
-from tidemark.engines.spark.keys import null_key_condition, partition_path_column, record_key_column
+from tidemark.engines.spark.keys import null_key_condition, null_key_sql, partition_path_sql, record_key_sql
 from tidemark.engines.spark.object_files import read_columns_of
 from tidemark.engines.spark.observed import (
     KEPT_KEY_BYTES,
@@ -157,7 +160,7 @@ class SparkWritePipeline:
         require_columns("record key", layout.record_key_fields, df.columns)
         if keys_only:
             wanted = (*layout.record_key_fields, *layout.partition_fields, *layout.ordering_fields)
-            df = df.select(*[c for c in df.columns if c in wanted])
+            columns = [c for c in df.columns if c in wanted]
         else:
             require_columns("partition", layout.partition_fields, df.columns)
             # Named as the ordering field it is; only set.null.for.missing.columns (column groups) fills it.
@@ -167,20 +170,22 @@ class SparkWritePipeline:
             plan = plan_columns(incoming, self.user_schema, allow_missing=allow_missing)
             # One projection per step: every DataFrame Spark builds is analysed again on the driver.
             aligned = {
-                name: conform(F.col(name), incoming.field(name).type, target) for name, target in plan.casts.items()
+                column: conform(F.col(column), incoming.field(column).type, target)
+                for column, target in plan.casts.items()
             }
-            for name in plan.missing:
-                field_type = spark_schema_of(pa.schema([self.user_schema.field(name)]))[0].dataType
-                aligned[name] = F.lit(None).cast(field_type)
+            for column in plan.missing:
+                field_type = spark_schema_of(pa.schema([self.user_schema.field(column)]))[0].dataType
+                aligned[column] = F.lit(None).cast(field_type)
             if aligned:
                 df = df.withColumns(aligned)
-            df = df.select(*self.user_schema.names)
-        keys = {RECORD_KEY: record_key_column(layout.record_key_fields)}
-        if all(c in df.columns for c in layout.partition_fields):
-            keys[PARTITION_PATH] = partition_path_column(
-                layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode
-            )
-        df = df.withColumns(keys)
+            columns = list(self.user_schema.names)
+        # The columns and the keys in one projection of SQL text (see engines/spark/expressions.py).
+        keys = [f"{record_key_sql(layout.record_key_fields)} AS {name(RECORD_KEY)}"]
+        if all(c in columns for c in layout.partition_fields):
+            path = partition_path_sql(
+                layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode)
+            keys.append(f"{path} AS {name(PARTITION_PATH)}")
+        df = df.selectExpr(*(name(c) for c in columns if c not in (RECORD_KEY, PARTITION_PATH)), *keys)
         self._check_keys_and_find_partitions(df)
         self._arrived = df
         return self.dedup(df) if dedup else df
@@ -211,7 +216,7 @@ class SparkWritePipeline:
             self._check_and_keep_keys(df)
             return
         checks = self._key_checks()
-        count = F.count(F.lit(1)).alias("rows")
+        count = named("count(1)", "rows")
         if PARTITION_PATH in df.columns:
             rows = df.groupBy(PARTITION_PATH).agg(*checks, count).collect()
             self.batch_partitions = sorted(r[0] for r in rows)
@@ -243,7 +248,8 @@ class SparkWritePipeline:
         observed in the same job (:func:`.observed.kept_with`)."""
         int_key = self._integer_key()
         columns = [PARTITION_PATH, RECORD_KEY, *([int_key] if int_key else [])]
-        metrics = [F.count(F.lit(1)).alias("rows"), F.collect_set(PARTITION_PATH).alias("paths"), *self._key_checks()]
+        metrics = [named("count(1)", "rows"), named(f"collect_set({name(PARTITION_PATH)})", "paths"),
+                   *self._key_checks()]
         kept, counts = kept_with(df, metrics, columns)
         self._kept.append(kept)
         self._arrived_keys = kept
@@ -275,23 +281,22 @@ class SparkWritePipeline:
     def _key_checks(self) -> list[Column]:
         """The aggregates that count rows with a null key field (``nulls``) and multi-field keys
         holding a ',' (``ambiguous``)."""
-        ambiguous = F.lit(False)
-        for name in self._text_key_fields():
-            ambiguous = ambiguous | F.coalesce(F.col(name).cast("string").contains(","), F.lit(False))
-        return [self._null_keys(), F.sum(ambiguous.cast("long")).alias("ambiguous")]
+        ambiguous = " OR ".join(
+            ["false", *(f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in self._text_key_fields())])
+        return [self._null_keys(), named(f"sum(CAST(({ambiguous}) AS BIGINT))", "ambiguous")]
 
     def _raise_for_bad_keys(self, df: DataFrame, nulls: int, ambiguous: int) -> None:
         if nulls:
             raise NullRecordKeyError(self.layout.record_key_fields, nulls)
         if ambiguous:
-            for name in self._text_key_fields():
-                found = df.filter(F.col(name).cast("string").contains(",")).select(name).limit(1).collect()
+            for field in self._text_key_fields():
+                found = df.filter(F.col(field).cast("string").contains(",")).select(field).limit(1).collect()
                 if found:
-                    raise ambiguous_key_error(name, found[0][0])
+                    raise ambiguous_key_error(field, found[0][0])
 
     def _null_keys(self) -> Column:
         """The aggregate that counts rows with a null record-key field, as ``nulls``."""
-        return F.sum(null_key_condition(self.layout.record_key_fields).cast("long")).alias("nulls")
+        return named(f"sum(CAST({null_key_sql(self.layout.record_key_fields)} AS BIGINT))", "nulls")
 
     def _can_defer_key_check(self, df: DataFrame) -> bool:
         """Whether the null-key check can wait for :meth:`profile`: the index must not need the
@@ -417,8 +422,9 @@ class SparkWritePipeline:
         self, view: FileSystemView, partitions: Sequence[str] | None, key: str = RECORD_KEY
     ) -> DataFrame | None:
         """The ``key`` column (the record key, or its one integer field), partition path and
-        file id of every row of the latest base files of ``partitions`` (None: all) that may
-        hold a batch key (bloom index: engines/spark/bloom_index.py, probed in the tasks)."""
+        file name (:func:`_with_file_id` makes it the file id) of every row of the latest base
+        files of ``partitions`` (None: all) that may hold a batch key (bloom index:
+        engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
         batch = self._arrived_keys if self._arrived_keys is not None else self._arrived
         # Probed whenever the lookup itself stays map-side (counted or estimated small batches).
@@ -434,11 +440,7 @@ class SparkWritePipeline:
         key_type = pa.string() if key == RECORD_KEY else self.user_schema.field(key).type
         key_arrow = pa.schema([(key, key_type), (PARTITION_PATH, pa.string()), (FILE_NAME, pa.string())])
         existing = read_columns_of(self.spark, view.storage, [f.path for f in files], key_arrow)
-        return existing.select(
-            F.col(key),
-            F.col(PARTITION_PATH),
-            F.substring_index(F.col(FILE_NAME), "_", 1).alias(FILE_ID_COLUMN),
-        )
+        return existing
 
     def _integer_key(self) -> str | None:
         """The record key's one field, if it is an integer: its text is the record key, one to
@@ -491,10 +493,13 @@ class SparkWritePipeline:
                 # share the batch's relations makes Spark re-analyse one side, about 0.2 s of driver.
                 arrived = arrived.localCheckpoint(eager=False, storageLevel=StorageLevel.MEMORY_AND_DISK)
                 self._kept.append(arrived)
-            existing = existing.join(F.broadcast(arrived), on=on, how="left_semi")
+            # The file id is cut from the names of the rows the batch kept only (Spark does not
+            # move the projection above the semi-join: a spread batch cut all 1M names).
+            existing = _with_file_id(existing.join(F.broadcast(arrived), on=on, how="left_semi"))
             if self._broadcast_lookup():
                 return df.join(F.broadcast(existing), on=on, how="left")
-        return df.join(existing, on=on, how="left")
+            return df.join(existing, on=on, how="left")
+        return df.join(_with_file_id(existing), on=on, how="left")
 
     def _small_batch(self) -> bool:
         """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
@@ -554,10 +559,13 @@ class SparkWritePipeline:
             return self.upsert_rows(tagged, None)
         if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
             # The hash is a column of its own so that Spark computes it once, not once per bucket.
-            file_id = F.coalesce(F.col(FILE_ID_COLUMN), bucket_of(buckets))
             hashed = tagged.withColumn(HASH_COLUMN, key_hash())
-            rows = hashed.withColumns({FILE_ID_COLUMN: file_id, OP_COLUMN: F.lit(OP_UPSERT)})
-            return rows.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(HASH_COLUMN)
+            fid, op = name(FILE_ID_COLUMN), name(OP_COLUMN)
+            new = {FILE_ID_COLUMN: f"coalesce({fid}, {bucket_sql(buckets)}) AS {fid}",
+                   OP_COLUMN: f"'{OP_UPSERT}' AS {op}"}
+            columns = [new.pop(c, name(c)) for c in tagged.columns]  # in place, as withColumns puts them
+            rows = hashed.selectExpr(*columns, *new.values())
+            return rows.filter(F.expr(f"{fid} IS NOT NULL"))
         updates, inserts = self.split(tagged)
         return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
 
@@ -583,3 +591,9 @@ class SparkWritePipeline:
         """bulk_insert: each task writes its rows into new file groups (:mod:`.bulk`)."""
         return write_bulk(df, spec, self.layout, self.user_schema, self.parallelism,
                           functools.partial(self._run_write_job, instant=spec.instant_time))
+
+
+def _with_file_id(existing: DataFrame) -> DataFrame:
+    """``existing`` (``_existing_keys``) with the file id (its name's first part) for the file name."""
+    columns = [name(c) for c in existing.columns if c != FILE_NAME]
+    return existing.selectExpr(*columns, f"substring_index({name(FILE_NAME)}, '_', 1) AS {name(FILE_ID_COLUMN)}")
