@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -124,3 +125,16 @@ def test_tasks_come_back_in_order_and_the_first_failure_wins() -> None:
     tasks.cancel()
     with pytest.raises(CommitError, match="cancelled"):
         tasks.run([lambda: 1, lambda: 2], workers=2)
+
+
+def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:
+    from tidemark.engines.arrow.take import ChunkedRows
+
+    whole = rows(range(0, 500), 0)
+    chunked = pa.Table.from_batches(whole.to_batches(max_chunksize=70))
+    part = whole.column("part").combine_chunks()  # chunked where the other columns are not: to_batches slices
+    chunked = chunked.set_column(1, "part", pa.chunked_array([part.slice(0, 130), part.slice(130)]))
+    source = ChunkedRows(chunked)
+    for positions in ([], [7], [3, 499, 0, 71, 70, 69, 250, 3], list(range(60, 200)), list(range(499, -1, -2))):
+        got = source.take(np.array(positions, dtype=np.int64))
+        assert got.to_pylist() == whole.take(pa.array(positions, pa.int64())).to_pylist()

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
+from tidemark.engines.arrow.take import ChunkedRows
 from tidemark.engines.arrow.tasks import WriteTasks, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
@@ -393,8 +394,9 @@ class ArrowWritePipeline:
                                            (RECORD_KEY, "ascending")])
         runs = file_group_runs(rows.select([PARTITION_PATH, FILE_ID_COLUMN]).take(order))
         pa.default_memory_pool().release_unused()
+        source, positions = ChunkedRows(rows), order.to_numpy().astype(np.int64)
         tasks: list[Callable[[], WriteStat]] = [
-            partial(self._write_group, spec, rows, order.slice(start, count), partition, file_id,
+            partial(self._write_group, spec, source, positions[start:start + count], partition, file_id,
                     base_files.get((partition, file_id)), task)
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
@@ -402,7 +404,7 @@ class ArrowWritePipeline:
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
 
     def _write_group(
-        self, spec: WriteSpec, rows: pa.Table, positions: pa.Array, partition: str, file_id: str,
+        self, spec: WriteSpec, rows: ChunkedRows, positions: np.ndarray, partition: str, file_id: str,
         base_file: str | None, task: int,
     ) -> WriteStat:
         group = rows.take(positions)  # taken when the task starts: one group in memory per thread
@@ -418,9 +420,9 @@ class ArrowWritePipeline:
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
-        runs = partition_rows(frame)
+        runs, source = partition_rows(frame), ChunkedRows(frame)
         tasks: list[Callable[[], list[WriteStat]]] = [
-            partial(_write_partition, spec, frame, rows, task) for task, rows in enumerate(runs)
+            partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)
         ]
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]
@@ -473,11 +475,11 @@ def partition_rows(frame: pa.Table) -> list[np.ndarray | None]:
     return list(np.split(order, bounds))
 
 
-def _write_partition(spec: WriteSpec, frame: pa.Table, rows: np.ndarray | None, task: int) -> list[WriteStat]:
+def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int) -> list[WriteStat]:
     if rows is None:
-        pieces: Any = frame.to_batches(max_chunksize=BULK_SLICE_ROWS)
+        pieces: Any = frame.table.to_batches(max_chunksize=BULK_SLICE_ROWS)
     else:
-        pieces = (frame.take(pa.array(rows[s:s + BULK_SLICE_ROWS])) for s in range(0, len(rows), BULK_SLICE_ROWS))
+        pieces = (frame.take(rows[s:s + BULK_SLICE_ROWS]) for s in range(0, len(rows), BULK_SLICE_ROWS))
     return list(write_new_files(spec, pieces, token=write_token(task, 0, task), task_partition=task))
 
 
