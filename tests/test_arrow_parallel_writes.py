@@ -138,3 +138,28 @@ def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:
     for positions in ([], [7], [3, 499, 0, 71, 70, 69, 250, 3], list(range(60, 200)), list(range(499, -1, -2))):
         got = source.take(np.array(positions, dtype=np.int64))
         assert got.to_pylist() == whole.take(pa.array(positions, pa.int64())).to_pylist()
+
+
+def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
+    import threading
+
+    lock = threading.Lock()
+    running: list[int] = []
+    seen: list[tuple[int, tuple[int, ...], bool]] = []  # (task, tasks running with it, in the caller's thread)
+    both = threading.Barrier(2, timeout=10)
+
+    def task(i: int) -> int:
+        with lock:
+            running.append(i)
+            seen.append((i, tuple(running), threading.current_thread() is threading.main_thread()))
+        if i in (0, 1):
+            both.wait()  # the two small tasks really run at once (else this times out)
+        with lock:
+            running.remove(i)
+        return i
+
+    weights = [10, 10, 40, 10]  # budget 64: a task of 40 cannot share (two would not fit)
+    got = WriteTasks().run([lambda i=i: task(i) for i in range(4)], workers=2, weights=weights, budget=64)
+    assert got == [0, 1, 2, 3]
+    assert [(i, alone, inline) for i, alone, inline in seen if i == 2] == [(2, (2,), True)]
+    assert not any(inline for i, _, inline in seen if i != 2)

@@ -383,7 +383,7 @@ class ArrowWritePipeline:
         spec: WriteSpec,
         rows: pa.Table,
         base_files: Mapping[tuple[str, str], str],
-        weights: Mapping[tuple[str, str], int] | None = None,  # one process writes them in turn
+        weights: Mapping[tuple[str, str], int] | None = None,
     ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
@@ -400,8 +400,10 @@ class ArrowWritePipeline:
                     base_files.get((partition, file_id)), task)
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
-        # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order.
-        return self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
+        # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
+        # large file groups one at a time (their expected bytes: memory).
+        expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
+        return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), expected)
 
     def _write_group(
         self, spec: WriteSpec, rows: ChunkedRows, positions: np.ndarray, partition: str, file_id: str,
