@@ -395,6 +395,7 @@ class ArrowWritePipeline:
         runs = file_group_runs(rows.select([PARTITION_PATH, FILE_ID_COLUMN]).take(order))
         pa.default_memory_pool().release_unused()
         source, positions = ChunkedRows(rows), order.to_numpy().astype(np.int64)
+        spec.storage()  # opened (and cached) here, not by the threads at once
         tasks: list[Callable[[], WriteStat]] = [
             partial(self._write_group, spec, source, positions[start:start + count], partition, file_id,
                     base_files.get((partition, file_id)), task)
@@ -423,6 +424,7 @@ class ArrowWritePipeline:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
         runs, source = partition_rows(frame), ChunkedRows(frame)
+        spec.storage()  # opened (and cached) here, not by the threads at once
         tasks: list[Callable[[], list[WriteStat]]] = [
             partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)
         ]
