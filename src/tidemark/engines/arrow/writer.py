@@ -268,12 +268,15 @@ class ArrowWritePipeline:
             rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
         owner = np.full(n, -1, dtype=np.int64)
         self._touched = {}
-        for i, f in enumerate(files):
-            rows = rows_of.get(f.partition_path) if by_partition else None
-            if by_partition and rows is None:
-                continue
-            probe = keys if rows is None else keys.take(pa.array(rows))
-            hit, stored_rows = _found_in_file(view, f.path, probe)
+        # The candidate files probed side by side on threads (each reads one file's keys; large
+        # files one at a time, as their rewrites: engines/arrow/tasks.py), the results in file order.
+        probed = [(i, f, rows_of.get(f.partition_path) if by_partition else None) for i, f in enumerate(files)]
+        probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
+        probes = self._tasks.run(
+            [partial(_probe_file, view, f.path, keys, rows) for _, f, rows in probed],
+            write_threads(self.threads, len(probed)), [f.size for _, f, _ in probed],
+        )
+        for (i, f, rows), (hit, stored_rows) in zip(probed, probes, strict=True):
             where = hit if rows is None else rows[hit]
             if (owner[where] >= 0).any():
                 self._touched = {}
@@ -436,6 +439,13 @@ class ArrowWritePipeline:
         it read this very file): the rewrite then need not probe each slice of it again."""
         known = self._touched.get((partition, file_id))
         return known[1] if known is not None and base_file is not None and known[0] == base_file else None
+
+
+def _probe_file(
+    view: FileSystemView, path: str, keys: pa.Array, rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them)."""
+    return _found_in_file(view, path, keys if rows is None else keys.take(pa.array(rows)))
 
 
 def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np.ndarray, np.ndarray]:
