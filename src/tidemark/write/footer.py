@@ -9,8 +9,6 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 
 from __future__ import annotations
 
-import os
-import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -90,29 +88,11 @@ class BaseFileWriter:
         self._writer.close()
 
 
-_HASHERS: tuple[int, ThreadPoolExecutor] | None = None
-_HASHERS_LOCK = threading.Lock()
-
-
-def _hashers() -> ThreadPoolExecutor:
-    """The process's threads that hash keys into bloom filters (one per core), shared by every
-    file written: a thread started per file cost ~1 ms (more under load) of each file's write.
-    Per process id: a forked worker (PySpark's) does not inherit its parent's threads."""
-    global _HASHERS
-    with _HASHERS_LOCK:
-        if _HASHERS is None or _HASHERS[0] != os.getpid():
-            _HASHERS = (os.getpid(), ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
-                                                        thread_name_prefix="tidemark-bloom"))
-        return _HASHERS[1]
-
-
 class FooterKeys:
     """Collects the record keys of a base file written in pieces, for its footer at close.
 
-    The keys' bloom filter is built on the shared hashing threads as pieces arrive: numpy and
-    pyarrow release the GIL, so hashing overlaps with encoding the rows. A file's pieces are
-    hashed in order: each waits for the one before (queued before it, so already running or
-    done: no thread waits on a piece still queued).
+    The keys' bloom filter is built on a thread of its own as pieces arrive: numpy and
+    pyarrow release the GIL, so hashing overlaps with encoding the rows.
     """
 
     def __init__(self, spec: WriteSpec) -> None:
@@ -120,6 +100,7 @@ class FooterKeys:
         self.bloom_filter = spec.bloom_filter
         self._keys: list[pa.Array] = []
         self._bloom = BloomBuilder() if spec.bloom_filter else None
+        self._hasher: ThreadPoolExecutor | None = None
         self._hashing: list[Future[None]] = []
 
     def add(self, rows: pa.Table) -> None:
@@ -127,22 +108,22 @@ class FooterKeys:
         self._keys.extend(chunks)
         if self._bloom is None or not chunks:
             return
+        if self._hasher is None:
+            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-bloom")
         keys = pa.chunked_array(chunks, pa.string()).combine_chunks()
-        before = self._hashing[-1] if self._hashing else None
-        self._hashing.append(_hashers().submit(_add_after, self._bloom, before, keys))
+        self._hashing.append(self._hasher.submit(self._bloom.add, keys))  # one thread: keys stay in order
 
     def footer(self, schema: pa.Schema) -> dict[str, str]:
         """The footer of a file of ``schema`` holding the keys added."""
-        for done in self._hashing:
-            done.result()
+        try:
+            for done in self._hashing:
+                done.result()
+        finally:
+            if self._hasher is not None:
+                self._hasher.shutdown(wait=True)
+                self._hasher = None
         keys = pa.chunked_array(self._keys, pa.string())
         return base_file_footer(keys, schema, self.table_name, bloom_filter=self.bloom_filter, bloom=self._bloom)
-
-
-def _add_after(bloom: BloomBuilder, before: Future[None] | None, keys: pa.Array) -> None:
-    if before is not None:
-        before.result()  # the file's keys go into its filter in file order
-    bloom.add(keys)
 
 
 def table_name_of(base_path: str, table_name: str = "") -> str:
