@@ -46,3 +46,16 @@ class HistoryMerger:
         history = pc.if_else(pc.equal(newer.column(OP_COLUMN), OP_DELETE), new, history)
         arrays = [history if name == "history" else newer.column(name) for name in older.column_names]
         return pa.Table.from_arrays(arrays, schema=older.schema)
+
+
+class FailingMerger:
+    """Takes the newer record, but fails on a record whose ``n`` is -1 (user code raising in one
+    file group's write: the write must stop and roll back, on one thread or many)."""
+
+    name = "failing"
+    properties = MergeProperties()
+
+    def merge(self, older: pa.Table, newer: pa.Table) -> pa.Table:
+        if pc.any(pc.equal(newer.column("n"), -1)).as_py():
+            raise ValueError("poison record")
+        return newer

@@ -410,7 +410,8 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.bulkinsert.shuffle.parallelism",
         "0",
         parse_non_negative_int,
-        "Spark partitions for bulk_insert (0 = keep the input's partitioning).",
+        "Spark partitions for bulk_insert (0 = keep the input's partitioning); the Arrow engine: the "
+        "most partitions written at once, on threads (0 = one per core; never more than the cores).",
     ),
     # -- clustering (table service): see tidemark.services.cluster --------------------------
     Option(
@@ -469,7 +470,8 @@ OPTIONS: tuple[Option, ...] = (
         "hoodie.upsert.shuffle.parallelism",
         "0",
         parse_non_negative_int,
-        "Spark partitions for the write stage of upsert/insert/delete (0 = Spark's default).",
+        "Spark partitions for the write stage of upsert/insert/delete (0 = Spark's default); the Arrow "
+        "engine: the most file groups written at once, on threads (0 = one per core; never more than the cores).",
     ),
     Option(
         "hoodie.compact.inline",

@@ -66,8 +66,8 @@ def _repeats_values(column: pa.ChunkedArray) -> bool:
     sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
     if len(sample) == 0 or pa.types.is_nested(sample.type):
         return True  # nothing to judge by: the writer's own fallback decides
-    try:
-        distinct = pc.count_distinct(sample, mode="all").as_py()
+    try:  # unique, not count_distinct: the same count at half the cost (per column of every file)
+        distinct = len(pc.unique(sample))
     except pa.ArrowNotImplementedError:  # a type without a hash kernel
         return True
     return 2 * distinct <= len(sample)
@@ -321,9 +321,9 @@ class _RollingFile:
 
 
 def write_new_files(
-    spec: WriteSpec, batches: Iterable[pa.RecordBatch], *, token: str, task_partition: int
+    spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], *, token: str, task_partition: int
 ) -> Iterator[WriteStat]:
-    """Write every batch into new file groups, one open file per partition path at a time.
+    """Write every batch (or table) into new file groups, one open file per partition path at a time.
 
     A file is closed and a new file group started once it reaches ``max_file_size``
     on disk; sizes are checked after each batch, so files overshoot by at most one batch.
@@ -337,7 +337,7 @@ def write_new_files(
 
 def _write_rolling(
     spec: WriteSpec,
-    batches: Iterable[pa.RecordBatch],
+    batches: Iterable[pa.RecordBatch | pa.Table],
     markers: MarkerWriter,
     *,
     token: str,
@@ -347,7 +347,7 @@ def _write_rolling(
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        table = pa.Table.from_batches([batch])
+        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         partitions = table.column(PARTITION_PATH)
         unique = pc.unique(partitions).to_pylist()
         for partition in unique:

@@ -28,7 +28,8 @@ class ArrowEngine:
         return None
 
     def pipelines(self, layout: TableLayout, config: WriteConfig) -> WritePipelines[pa.Table]:
-        return ArrowWrites(layout)
+        return ArrowWrites(layout, bulk_threads=config.bulk_insert_parallelism,
+                           upsert_threads=config.upsert_parallelism)
 
     def write_session(self) -> contextlib.AbstractContextManager[None]:
         return typed_engine_errors()

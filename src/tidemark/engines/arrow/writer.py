@@ -6,7 +6,8 @@ it suits tests, small jobs and processes that should not start a JVM.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
+from tidemark.engines.arrow.take import ChunkedRows
+from tidemark.engines.arrow.tasks import WriteTasks, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -74,8 +77,11 @@ def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool
 class ArrowWrites:
     """One table's writes on the Arrow engine (:class:`tidemark.write.engine.WritePipelines`)."""
 
-    def __init__(self, layout: TableLayout) -> None:
+    def __init__(self, layout: TableLayout, *, bulk_threads: int = 0, upsert_threads: int = 0) -> None:
         self.layout = layout
+        # Hudi's shuffle parallelism options (0: unset): here, the most file groups written at once.
+        self.bulk_threads = bulk_threads
+        self.upsert_threads = upsert_threads
 
     def batch(self, data: object) -> pa.Table:
         """The batch as a pyarrow Table without meta columns, its types made readable by every Hudi
@@ -91,7 +97,8 @@ class ArrowWrites:
         return batch.num_rows == 0
 
     def pipeline(self, user_schema: pa.Schema, operation: WriteOperation) -> ArrowWritePipeline:
-        return ArrowWritePipeline(self.layout, user_schema)
+        threads = self.bulk_threads if operation is WriteOperation.BULK_INSERT else self.upsert_threads
+        return ArrowWritePipeline(self.layout, user_schema, threads=threads)
 
 
 class ArrowWritePipeline:
@@ -99,9 +106,11 @@ class ArrowWritePipeline:
 
     marker_server_host = "127.0.0.1"  # the "tasks" run in this process
 
-    def __init__(self, layout: TableLayout, user_schema: pa.Schema) -> None:
+    def __init__(self, layout: TableLayout, user_schema: pa.Schema, *, threads: int = 0) -> None:
         self.layout = layout
         self.user_schema = user_schema
+        self.threads = threads  # > 0: at most this many file groups written at once (else one per core)
+        self._tasks = WriteTasks()
         # What the index lookup learnt of each candidate file: (its path, the positions of its
         # rows whose keys the batch holds), so its rewrite need not probe the file's keys again.
         self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
@@ -112,8 +121,9 @@ class ArrowWritePipeline:
                                              .aggregate([]).columns), strict=True)}
 
     def cancel_write(self) -> None:
-        """Nothing to cancel: file groups are written one after the other in this thread, and the
-        next marker request is refused once a conflict is known."""
+        """No file group starts after this (those being written finish: a thread cannot be
+        stopped); the next marker request would be refused anyway once a conflict is known."""
+        self._tasks.cancel()
 
     # -- frame helpers ------------------------------------------------------------------
     def release(self) -> None:
@@ -258,12 +268,15 @@ class ArrowWritePipeline:
             rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
         owner = np.full(n, -1, dtype=np.int64)
         self._touched = {}
-        for i, f in enumerate(files):
-            rows = rows_of.get(f.partition_path) if by_partition else None
-            if by_partition and rows is None:
-                continue
-            probe = keys if rows is None else keys.take(pa.array(rows))
-            hit, stored_rows = _found_in_file(view, f.path, probe)
+        # The candidate files probed side by side on threads (each reads one file's keys; large
+        # files one at a time, as their rewrites: engines/arrow/tasks.py), the results in file order.
+        probed = [(i, f, rows_of.get(f.partition_path) if by_partition else None) for i, f in enumerate(files)]
+        probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
+        probes = self._tasks.run(
+            [partial(_probe_file, view, f.path, keys, rows) for _, f, rows in probed],
+            write_threads(self.threads, len(probed)), [f.size for _, f, _ in probed],
+        )
+        for (i, f, rows), (hit, stored_rows) in zip(probed, probes, strict=True):
             where = hit if rows is None else rows[hit]
             if (owner[where] >= 0).any():
                 self._touched = {}
@@ -373,7 +386,7 @@ class ArrowWritePipeline:
         spec: WriteSpec,
         rows: pa.Table,
         base_files: Mapping[tuple[str, str], str],
-        weights: Mapping[tuple[str, str], int] | None = None,  # one process writes them in turn
+        weights: Mapping[tuple[str, str], int] | None = None,
     ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
@@ -384,30 +397,55 @@ class ArrowWritePipeline:
                                            (RECORD_KEY, "ascending")])
         runs = file_group_runs(rows.select([PARTITION_PATH, FILE_ID_COLUMN]).take(order))
         pa.default_memory_pool().release_unused()
-        stats = []
-        for task, (partition, file_id, start, count) in enumerate(runs):
-            group = rows.take(order.slice(start, count))
-            base_file = base_files.get((partition, file_id))
-            stats.append(
-                write_file_group(
-                    spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
-                    token=write_token(task, 0, task), task_partition=task,
-                    touched_rows=self._touched_rows(partition, file_id, base_file),
-                )
-            )
-            del group
-            pa.default_memory_pool().release_unused()  # the group's pages back to the system
-        return stats
+        source, positions = ChunkedRows(rows), order.to_numpy().astype(np.int64)
+        spec.storage()  # opened (and cached) here, not by the threads at once
+        tasks: list[Callable[[], WriteStat]] = [
+            partial(self._write_group, spec, source, positions[start:start + count], partition, file_id,
+                    base_files.get((partition, file_id)), task)
+            for task, (partition, file_id, start, count) in enumerate(runs)
+        ]
+        # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
+        # large file groups one at a time (their expected bytes: memory).
+        expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
+        return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), expected)
+
+    def _write_group(
+        self, spec: WriteSpec, rows: ChunkedRows, positions: np.ndarray, partition: str, file_id: str,
+        base_file: str | None, task: int,
+    ) -> WriteStat:
+        group = rows.take(positions)  # taken when the task starts: one group in memory per thread
+        stat = write_file_group(
+            spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
+            token=write_token(task, 0, task), task_partition=task,
+            touched_rows=self._touched_rows(partition, file_id, base_file),
+        )
+        del group
+        pa.default_memory_pool().release_unused()  # the group's pages back to the system
+        return stat
 
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
-        return list(write_new_files(spec, frame.to_batches(max_chunksize=65536), token=write_token(0, 0, 0),
-                                    task_partition=0))
+        """One task per partition path (in the order the batch first names them), written side
+        by side; each task takes its partition's rows in slices, rolling over at the file size."""
+        runs, source = partition_rows(frame), ChunkedRows(frame)
+        spec.storage()  # opened (and cached) here, not by the threads at once
+        tasks: list[Callable[[], list[WriteStat]]] = [
+            partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)
+        ]
+        written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
+        return [stat for stats in written for stat in stats]
 
     def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
         """The rows of the base file that hold the batch's keys, as the index lookup found them (if
         it read this very file): the rewrite then need not probe each slice of it again."""
         known = self._touched.get((partition, file_id))
         return known[1] if known is not None and base_file is not None and known[0] == base_file else None
+
+
+def _probe_file(
+    view: FileSystemView, path: str, keys: pa.Array, rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them)."""
+    return _found_in_file(view, path, keys if rows is None else keys.take(pa.array(rows)))
 
 
 def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -432,6 +470,31 @@ def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np
     # Every position of those keys (a batch that was not deduplicated may hold a key twice).
     found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
     return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
+
+
+BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
+
+
+def partition_rows(frame: pa.Table) -> list[np.ndarray | None]:
+    """The positions of each partition path's rows in ``frame`` (ascending; partitions in the
+    order of their first row); ``[None]``: every row is in one partition (nothing to take)."""
+    if frame.num_rows == 0:
+        return []
+    encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+    if len(encoded.dictionary) == 1:
+        return [None]
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
+    return list(np.split(order, bounds))
+
+
+def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int) -> list[WriteStat]:
+    if rows is None:
+        pieces: Any = frame.table.to_batches(max_chunksize=BULK_SLICE_ROWS)
+    else:
+        pieces = (frame.take(rows[s:s + BULK_SLICE_ROWS]) for s in range(0, len(rows), BULK_SLICE_ROWS))
+    return list(write_new_files(spec, pieces, token=write_token(task, 0, task), task_partition=task))
 
 
 def _distinct_keys(frame: pa.Table) -> bool:

@@ -1,0 +1,43 @@
+"""Taking rows of a chunked Arrow table without concatenating it on every take.
+
+``Table.take`` on a table of several chunks concatenates every column's chunks first (~7 ms
+per million rows on each call, whatever the number of rows taken): a write taking each file
+group's (or partition's) rows in turn would pay it once per group. :class:`ChunkedRows` takes
+from each chunk (a record batch) only the rows it holds, then puts them in the order asked for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+class ChunkedRows:
+    """``table``'s rows by position, each take costing only the rows it takes."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+        self.schema = table.schema
+        self._batches = table.to_batches()  # zero-copy slices where the columns' chunks differ
+        self._starts = np.cumsum([0, *(b.num_rows for b in self._batches)])
+        self._one_chunk = len(self._batches) <= 1
+
+    def take(self, positions: np.ndarray) -> pa.Table:
+        """The rows at ``positions`` (any order, as int64 numpy positions), in that order."""
+        positions = np.asarray(positions, dtype=np.int64)
+        if self._one_chunk:
+            return self.table.take(pa.array(positions))
+        ascending = bool(len(positions) < 2 or (np.diff(positions) >= 0).all())
+        order = None if ascending else np.argsort(positions, kind="stable")
+        wanted = positions if order is None else positions[order]
+        bounds = np.searchsorted(wanted, self._starts)
+        pieces = [
+            self._batches[b].take(pa.array(wanted[bounds[b]:bounds[b + 1]] - self._starts[b]))
+            for b in range(len(self._batches)) if bounds[b + 1] > bounds[b]
+        ]
+        rows = pa.Table.from_batches(pieces, schema=self.schema) if pieces else self.schema.empty_table()
+        if order is None:
+            return rows
+        back = np.empty(len(order), dtype=np.int64)
+        back[order] = np.arange(len(order))
+        return rows.combine_chunks().take(pa.array(back))  # the group's own rows only: one chunk

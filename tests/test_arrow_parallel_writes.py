@@ -1,0 +1,165 @@
+"""The Arrow engine writes file groups side by side on threads (engines/arrow/tasks.py).
+
+Written on one thread (Hudi's shuffle parallelism options set to 1) or on two, a table gets the
+same rows, the same file groups per partition with the same write tokens and sequence numbers,
+and the same write statistics in the same order in its commit metadata; a failure in one file
+group's write stops the write and rolls it back, leaving the table as it was, as the serial loop
+does. hudi-rs reads the parallel table as tidemark does.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import tidemark
+from conftest import hudi_rs_read
+from tidemark.engines.arrow.tasks import WriteTasks, write_threads
+from tidemark.errors import CommitError
+from tidemark.format.commit_metadata import CommitMetadata
+
+pytestmark = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="threads need two cores to run side by side")
+
+SERIAL = {"hoodie.bulkinsert.shuffle.parallelism": "1", "hoodie.upsert.shuffle.parallelism": "1"}
+PARALLEL = {"hoodie.bulkinsert.shuffle.parallelism": "2", "hoodie.upsert.shuffle.parallelism": "2"}
+FAILING = {"hoodie.record.merge.mode": "CUSTOM",
+           "hoodie.write.record.merge.custom.implementation.classes": "merge_plugins:FailingMerger"}
+PARTS = 6
+
+
+def rows(ids: range, n: int) -> pa.Table:
+    return pa.table({
+        "id": pa.array(list(ids), pa.int64()),
+        "part": pa.array([f"p{i % PARTS}" for i in ids], pa.string()),
+        "n": pa.array([n] * len(ids), pa.int64()),
+        "text": pa.array([f"row-{i}-{n}" for i in ids], pa.string()),
+    })
+
+
+def create(path: Path, options: dict[str, str]) -> tidemark.Table:
+    return tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="part",
+                                 ordering_field="n", options=options)
+
+
+def commit_stats(path: Path, instant: str) -> list[tuple[Any, ...]]:
+    """The commit's write statistics in order, without what differs between any two tables
+    (random file ids, instant times, sizes, timings)."""
+    meta = CommitMetadata.from_bytes(next((path / ".hoodie/timeline").glob(f"{instant}_*.commit")).read_bytes())
+    return [(s.partition_path, s.path.rsplit("/", 1)[-1].split("_")[1], s.prev_commit is not None, s.num_writes,
+             s.num_inserts, s.num_updates, s.num_deletes) for s in meta.write_stats]
+
+
+def snapshot(table: tidemark.Table) -> list[tuple[Any, ...]]:
+    data = table.read()
+    seq = [s.split("_", 1)[1] for s in data.column("_hoodie_commit_seqno").to_pylist()]  # <task>_<n>
+    data = data.select(["id", "part", "n", "text"]).append_column("seq", pa.array(seq))
+    return sorted(zip(*(c.to_pylist() for c in data.columns), strict=True))
+
+
+def data_files(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*.parquet") if ".hoodie" not in p.parts)
+
+
+def test_two_threads_write_the_same_table_as_one(tmp_path: Path) -> None:
+    assert write_threads(2, PARTS) == 2  # the parallel table really is written on two threads
+    tables = {name: create(tmp_path / name, opts) for name, opts in (("serial", SERIAL), ("parallel", PARALLEL))}
+    stats: dict[str, list[Any]] = {}
+    for name, table in tables.items():
+        bulk = table.bulk_insert(rows(range(0, 3000), 0))
+        upsert = table.upsert(rows(range(2000, 4000), 1))  # updates in every partition, and new keys
+        delete = table.delete(rows(range(0, 600, 7), 2).select(["id", "part"]))
+        stats[name] = [commit_stats(tmp_path / name, r.instant_time) for r in (bulk, upsert, delete)]
+    assert stats["serial"] == stats["parallel"]
+    assert [len(s) for s in stats["parallel"]] == [PARTS, PARTS, PARTS]  # one file group per partition, each rewritten
+    assert [s[1] for s in stats["parallel"][1]] == [f"{t}-0-{t}" for t in range(PARTS)]  # task tokens, in order
+    serial, parallel = snapshot(tables["serial"]), snapshot(tables["parallel"])
+    assert serial == parallel
+    assert len(parallel) == 4000 - len(range(0, 600, 7))
+    assert [(r[0], r[2]) for r in parallel if r[0] in (1, 2500, 3999)] == [(1, 0), (2500, 1), (3999, 1)]
+    rs = hudi_rs_read(str(tmp_path / "parallel")).select(["id", "n", "text"]).sort_by("id")
+    assert rs.to_pylist() == [{"id": r[0], "n": r[2], "text": r[3]} for r in parallel]
+
+
+@pytest.mark.parametrize("options", [SERIAL, PARALLEL], ids=["serial", "parallel"])
+def test_a_failing_file_group_rolls_the_whole_write_back(tmp_path: Path, options: dict[str, str]) -> None:
+    path = tmp_path / "t"
+    table = create(path, {**options, **FAILING})
+    table.bulk_insert(rows(range(0, 1200), 0))
+    before, files = snapshot(table), data_files(path)
+    commits = [i.requested_time for i in table.timeline() if i.action.value == "commit"]
+    batch = rows(range(0, 1200, 3), 1)  # an update in every file group; one record fails its merge
+    batch = batch.set_column(2, "n", pc.if_else(pc.equal(batch.column("id"), 3), -1, batch.column("n")))
+    with pytest.raises(Exception, match="poison record") as failure:
+        table.upsert(batch)
+    assert not isinstance(failure.value, CommitError)  # the worker's own error, not a cancellation
+    reopened = tidemark.Table.open(str(path), spark=None)
+    assert snapshot(reopened) == before
+    assert [i.requested_time for i in reopened.timeline() if i.action.value == "commit"] == commits  # nothing
+    assert [i.action.value for i in reopened.timeline()][-1] == "rollback"  # the failed write was rolled back
+    assert data_files(path) == files  # every file the failed write made is gone (the rollback's markers)
+    assert hudi_rs_read(str(path)).num_rows == 1200
+    reopened.upsert(rows(range(0, 1200, 3), 1))  # and the table takes the next write
+    assert {r[2] for r in snapshot(reopened) if r[0] % 3 == 0} == {1}
+
+
+def test_tasks_come_back_in_order_and_the_first_failure_wins() -> None:
+    tasks = WriteTasks()
+    assert tasks.run([lambda i=i: i * i for i in range(9)], workers=2) == [i * i for i in range(9)]
+    started: list[int] = []
+
+    def task(i: int) -> int:
+        started.append(i)
+        if i in (1, 2):
+            raise ValueError(f"task {i}")
+        return i
+
+    with pytest.raises(ValueError, match="task 1"):
+        tasks.run([lambda i=i: task(i) for i in range(50)], workers=2)
+    assert len(started) < 50  # no task starts after a failure was seen
+    tasks.cancel()
+    with pytest.raises(CommitError, match="cancelled"):
+        tasks.run([lambda: 1, lambda: 2], workers=2)
+
+
+def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:
+    from tidemark.engines.arrow.take import ChunkedRows
+
+    whole = rows(range(0, 500), 0)
+    chunked = pa.Table.from_batches(whole.to_batches(max_chunksize=70))
+    part = whole.column("part").combine_chunks()  # chunked where the other columns are not: to_batches slices
+    chunked = chunked.set_column(1, "part", pa.chunked_array([part.slice(0, 130), part.slice(130)]))
+    source = ChunkedRows(chunked)
+    for positions in ([], [7], [3, 499, 0, 71, 70, 69, 250, 3], list(range(60, 200)), list(range(499, -1, -2))):
+        got = source.take(np.array(positions, dtype=np.int64))
+        assert got.to_pylist() == whole.take(pa.array(positions, pa.int64())).to_pylist()
+
+
+def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
+    import threading
+
+    lock = threading.Lock()
+    running: list[int] = []
+    seen: list[tuple[int, tuple[int, ...], bool]] = []  # (task, tasks running with it, in the caller's thread)
+    both = threading.Barrier(2, timeout=10)
+
+    def task(i: int) -> int:
+        with lock:
+            running.append(i)
+            seen.append((i, tuple(running), threading.current_thread() is threading.main_thread()))
+        if i in (0, 1):
+            both.wait()  # the two small tasks really run at once (else this times out)
+        with lock:
+            running.remove(i)
+        return i
+
+    weights = [10, 10, 40, 10]  # budget 64: a task of 40 cannot share (two would not fit)
+    got = WriteTasks().run([lambda i=i: task(i) for i in range(4)], workers=2, weights=weights, budget=64)
+    assert got == [0, 1, 2, 3]
+    assert [(i, alone, inline) for i, alone, inline in seen if i == 2] == [(2, (2,), True)]
+    assert not any(inline for i, _, inline in seen if i != 2)
