@@ -409,11 +409,17 @@ def footer_metadata(
     import pyarrow.compute as pc
 
     bounds = pc.min_max(record_keys)
-    footer = {MIN_KEY_KEY: bounds["min"].as_py(), MAX_KEY_KEY: bounds["max"].as_py()}
-    if with_filter:
-        if bloom is None:
-            bloom = BloomBuilder()
-            bloom.add(record_keys)
+    if with_filter and bloom is None:
+        bloom = BloomBuilder()
+        bloom.add(record_keys)
+    return range_footer(bounds["min"].as_py(), bounds["max"].as_py(), bloom if with_filter else None)
+
+
+def range_footer(min_key: str, max_key: str, bloom: BloomBuilder | None) -> dict[str, str]:
+    """The footer entries of a base file whose keys span ``min_key``..``max_key`` (in byte
+    order, as Hudi compares them), with ``bloom``'s filter if one is given."""
+    footer = {MIN_KEY_KEY: min_key, MAX_KEY_KEY: max_key}
+    if bloom is not None:
         footer[FOOTER_KEY] = bloom.build().serialize()
         footer[TYPE_CODE_KEY] = TYPE_CODE
     return footer

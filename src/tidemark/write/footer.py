@@ -13,9 +13,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.format.bloom import BloomBuilder, footer_metadata
+from tidemark.format.bloom import BloomBuilder, footer_metadata, range_footer
 from tidemark.format.names import RECORD_KEY
 from tidemark.format.schema import file_avro_schema_json
 from tidemark.write.spec import WriteSpec
@@ -36,6 +37,11 @@ def base_file_footer(
     (``bloom_filter``: hoodie.parquet.bloom.filter.enabled; ``bloom``: a builder already given the keys)."""
     keys = record_keys.combine_chunks() if isinstance(record_keys, pa.ChunkedArray) else record_keys
     footer = footer_metadata(keys.cast(pa.string()), with_filter=bloom_filter, bloom=bloom)
+    return with_avro_schema(footer, schema, table_name)
+
+
+def with_avro_schema(footer: dict[str, str], schema: pa.Schema, table_name: str) -> dict[str, str]:
+    """``footer`` with the file's Avro schema, as parquet-avro writes it (when it has one)."""
     try:
         footer[AVRO_SCHEMA_KEY] = file_avro_schema_json(schema, table_name)
         footer[WRITER_MODEL_KEY] = "avro"
@@ -98,15 +104,24 @@ class FooterKeys:
     def __init__(self, spec: WriteSpec) -> None:
         self.table_name = table_name_of(spec.base_path, spec.table_name)
         self.bloom_filter = spec.bloom_filter
-        self._keys: list[pa.Array] = []
+        # The key range, kept as pieces arrive: holding every key until close would cost the
+        # keys' bytes again (45 MB for a million UUIDs), and a copy of them to find the range.
+        self._min_key: str | None = None
+        self._max_key: str | None = None
         self._bloom = BloomBuilder() if spec.bloom_filter else None
         self._hasher: ThreadPoolExecutor | None = None
         self._hashing: list[Future[None]] = []
 
     def add(self, rows: pa.Table) -> None:
-        chunks = rows.column(RECORD_KEY).chunks
-        self._keys.extend(chunks)
-        if self._bloom is None or not chunks:
+        chunks = [c for c in rows.column(RECORD_KEY).chunks if len(c)]
+        if not chunks:
+            return
+        bounds = pc.min_max(pa.chunked_array(chunks, pa.string()))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        # Python orders str by code point, which is UTF-8's byte order: the order Hudi compares in.
+        self._min_key = low if self._min_key is None or low < self._min_key else self._min_key
+        self._max_key = high if self._max_key is None or high > self._max_key else self._max_key
+        if self._bloom is None:
             return
         if self._hasher is None:
             self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-bloom")
@@ -122,8 +137,9 @@ class FooterKeys:
             if self._hasher is not None:
                 self._hasher.shutdown(wait=True)
                 self._hasher = None
-        keys = pa.chunked_array(self._keys, pa.string())
-        return base_file_footer(keys, schema, self.table_name, bloom_filter=self.bloom_filter, bloom=self._bloom)
+        footer = {} if self._min_key is None or self._max_key is None else range_footer(
+            self._min_key, self._max_key, self._bloom if self.bloom_filter else None)
+        return with_avro_schema(footer, schema, self.table_name)
 
 
 def table_name_of(base_path: str, table_name: str = "") -> str:
