@@ -53,3 +53,33 @@ def test_importing_tidemark_does_not_load_pandas():
     code = "import sys, tidemark, tidemark.table; print('pandas' in sys.modules, 'pyarrow.dataset' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_base_files_say_their_own_types_though_the_file_name_is_written_from_a_dictionary(tmp_path):
+    """The per-file constant file-name column goes to the writer as a dictionary (no million
+    copies of the name); the file's ARROW:schema is still the one pyarrow writes for the plain
+    rows, so pyarrow and hudi-rs read a string column, and the values are the file's name."""
+    import base64
+
+    import tidemark
+    from conftest import hudi_rs_read
+
+    path = str(tmp_path / "t")
+    table = tidemark.Table.create(path, spark=None, record_key="id", partition_by="p")
+    rows = pa.table({"id": list(range(50)), "p": ["a", "b"] * 25, "v": [f"v{i}" for i in range(50)]})
+    table.bulk_insert(rows)
+    table.upsert(pa.table({"id": [1, 2, 99], "p": ["b", "a", "a"], "v": ["u1", "u2", "n99"]}))
+    files = sorted((tmp_path / "t").glob("*/*.parquet"))
+    assert len(files) == 4
+    for f in files:
+        stored = pq.read_table(f)
+        assert stored.schema.field("_hoodie_file_name").type == pa.string()
+        assert set(stored.column("_hoodie_file_name").to_pylist()) == {f.name}
+        entry = pq.ParquetFile(f).metadata.metadata[b"ARROW:schema"]
+        plain = pa.BufferOutputStream()
+        pq.write_table(stored.replace_schema_metadata(None), plain)
+        expected = pq.ParquetFile(pa.BufferReader(plain.getvalue())).metadata.metadata[b"ARROW:schema"]
+        assert entry == expected
+        assert pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry))).field("_hoodie_file_name").type == pa.string()
+    assert hudi_rs_read(path).schema.field("_hoodie_file_name").type == pa.string()
+    assert sorted(hudi_rs_read(path).column("v").to_pylist()) == sorted(table.read().column("v").to_pylist())

@@ -36,9 +36,9 @@ from tidemark.format.parquet_file import iter_data_file
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
-from tidemark.write.footer import BaseFileWriter, FooterKeys
+from tidemark.write.footer import BaseFileWriter, FooterKeys, open_base_file
 from tidemark.write.log_append import append_log_file
-from tidemark.write.meta_columns import constant, with_meta_columns
+from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
 from tidemark.write.spec import WriteSpec
 
 # Rows of a stored base file read per slice while it is rewritten: the file is never decoded whole.
@@ -157,8 +157,8 @@ def write_file_group(
 
         def as_written(rows: pa.Table) -> pa.Table:
             columns = rows.columns
-            columns.insert(name_at, constant(name, rows.num_rows))
-            return pa.Table.from_arrays(columns, schema=spec.schema)
+            columns.insert(name_at, constant_dictionary(name, rows.num_rows))
+            return pa.Table.from_arrays(columns, schema=out.schema)
 
         touched_pieces = []
         first_row = 0
@@ -217,7 +217,7 @@ def write_file_group(
     # writer's row group are built for one slice at a time, not for all the new rows at once.
     for start in range(0, fresh.num_rows, STREAM_ROWS):
         piece = fresh.slice(start, STREAM_ROWS)
-        out.write(with_meta_columns(piece, spec.schema, spec.instant_time, name, seq_prefix, start))
+        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start))
     out.close()
     file_size = output.commit()
     return WriteStat(
@@ -298,9 +298,9 @@ class _RollingFile:
 
     def _write(self, rows: pa.Table) -> None:
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec, rows))
-        stored = with_meta_columns(rows, self.spec.schema, self.spec.instant_time, self.name, self.seq_prefix,
-                                   self.rows)
+            self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec, rows))
+        stored = with_meta_columns(rows, stored_schema(self.spec.schema), self.spec.instant_time, self.name,
+                                   self.seq_prefix, self.rows)
         self.writer.write_table(stored)
         self._footer.add(stored)
         self.rows += rows.num_rows
@@ -312,7 +312,7 @@ class _RollingFile:
     def close(self) -> WriteStat:
         self.flush()
         if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
-            self.writer = pq.ParquetWriter(self.full, self.spec.schema, **parquet_options(self.spec))
+            self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec))
         self.writer.add_key_value_metadata(self._footer.footer(self.spec.schema))
         self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 from tidemark.format.bloom import BloomBuilder, footer_metadata, range_footer
 from tidemark.format.names import RECORD_KEY
 from tidemark.format.schema import file_avro_schema_json
+from tidemark.write.meta_columns import arrow_schema_entry, stored_schema
 from tidemark.write.spec import WriteSpec
 
 AVRO_SCHEMA_KEY = "parquet.avro.schema"
@@ -74,6 +75,7 @@ class BaseFileWriter:
         self._sink = sink
         self._spec = spec
         self._options = options
+        self.schema = stored_schema(spec.schema)  # what the pieces are given as (file name: a dictionary)
         self._writer: pq.ParquetWriter | None = None
         self._footer = FooterKeys(spec)
         self.rows = 0
@@ -81,17 +83,28 @@ class BaseFileWriter:
     def write(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
+        if rows.schema != self.schema:  # a piece with the file name as plain strings
+            rows = rows.cast(self.schema)
         if self._writer is None:
-            self._writer = pq.ParquetWriter(self._sink, self._spec.schema, **self._options(rows))
+            self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows))
         self._footer.add(rows)  # hashed on a thread of its own while the rows are encoded
         self._writer.write_table(rows)
         self.rows += rows.num_rows
 
     def close(self) -> None:
         if self._writer is None:  # no rows: an empty file of the schema
-            self._writer = pq.ParquetWriter(self._sink, self._spec.schema, **self._options(None))
+            self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
         self._writer.add_key_value_metadata(self._footer.footer(self._spec.schema))
         self._writer.close()
+
+
+def open_base_file(sink: str | pa.NativeFile, schema: pa.Schema, options: dict[str, Any]) -> pq.ParquetWriter:
+    """A parquet writer for a base file of ``schema`` given rows of :func:`stored_schema` (the
+    per-file constant meta columns as dictionaries); the file's ``ARROW:schema`` entry says
+    ``schema``, as pyarrow would write it, so every reader sees the columns' own types."""
+    writer = pq.ParquetWriter(sink, stored_schema(schema), **{**options, "store_schema": False})
+    writer.add_key_value_metadata(arrow_schema_entry(schema))
+    return writer
 
 
 class FooterKeys:

@@ -9,6 +9,8 @@ log records: the caller passes what belongs).
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,6 +26,35 @@ def constant(value: str, n: int) -> pa.Array:
         return pa.repeat(pa.scalar(value, pa.string()), n)
     offsets = np.arange(0, (n + 1) * len(data), len(data), dtype=np.int32) if data else np.zeros(n + 1, np.int32)
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data * n))
+
+
+def constant_dictionary(value: str, n: int) -> pa.DictionaryArray:
+    """``n`` times ``value`` as a dictionary array of one entry: the parquet writer stores it as
+    its dictionary page plus run-length indices without hashing ``n`` strings, and nothing
+    builds ``n`` copies of the value (80 MB for a million rows of a base file's name)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string()))
+
+
+# The base files' meta columns that hold one value per file, written from a dictionary array.
+DICTIONARY_COLUMNS = (FILE_NAME,)
+_DICTIONARY_TYPE = pa.dictionary(pa.int32(), pa.string())
+
+
+def stored_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema a base file's writer is given for rows of ``schema``: the per-file constant
+    meta columns as dictionaries. The file says ``schema`` (:func:`arrow_schema_entry`)."""
+    for name in DICTIONARY_COLUMNS:
+        at = schema.get_field_index(name)
+        if at >= 0 and schema.field(at).type == pa.string():
+            schema = schema.set(at, schema.field(at).with_type(_DICTIONARY_TYPE))
+    return schema
+
+
+def arrow_schema_entry(schema: pa.Schema) -> dict[str, str]:
+    """The ``ARROW:schema`` footer entry pyarrow writes for ``schema`` (base64 of its IPC form):
+    written by hand for files whose writer got :func:`stored_schema`, so that Arrow readers
+    (pyarrow, hudi-rs) read those columns as the strings they are, not as dictionaries."""
+    return {"ARROW:schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")}
 
 
 def sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
@@ -68,7 +99,8 @@ def with_meta_columns(
         COMMIT_SEQNO: sequence_numbers(seq_prefix, start, n),
         RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
         PARTITION_PATH: rows.column(PARTITION_PATH).cast(pa.string()),
-        FILE_NAME: constant(file_name, n),
+        FILE_NAME: (constant_dictionary(file_name, n) if pa.types.is_dictionary(schema.field(FILE_NAME).type)
+                    else constant(file_name, n)),
     }
     arrays = []
     for field in schema:
