@@ -129,7 +129,8 @@ class FooterKeys:
         chunks = [c for c in rows.column(RECORD_KEY).chunks if len(c)]
         if not chunks:
             return
-        bounds = pc.min_max(pa.chunked_array(chunks, pa.string()))
+        keys = pa.chunked_array(chunks, pa.string())
+        bounds = pc.min_max(keys)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         # Python orders str by code point, which is UTF-8's byte order: the order Hudi compares in.
         self._min_key = low if self._min_key is None or low < self._min_key else self._min_key
@@ -138,8 +139,8 @@ class FooterKeys:
             return
         if self._hasher is None:
             self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-bloom")
-        keys = pa.chunked_array(chunks, pa.string()).combine_chunks()
-        self._hashing.append(self._hasher.submit(self._bloom.add, keys))  # one thread: keys stay in order
+        # One thread: the keys stay in order.
+        self._hashing.append(self._hasher.submit(self._bloom.add, keys.combine_chunks()))
 
     def footer(self, schema: pa.Schema) -> dict[str, str]:
         """The footer of a file of ``schema`` holding the keys added."""
