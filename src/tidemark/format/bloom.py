@@ -86,23 +86,6 @@ def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
     return groups
 
 
-def _hash_chain(matrix: np.ndarray, hashes: int) -> np.ndarray:
-    """(hashes, n) chained Murmur hashes of keys of one byte length (Hadoop's variant), as uint32.
-
-    The chain does not depend on the filter's size: one computation serves every filter
-    probed with the same number of hashes.
-    """
-    n, length = matrix.shape
-    k, tail = _seed_free_parts(matrix)
-    out = np.empty((hashes, n), dtype=np.uint32)
-    h = np.zeros(n, dtype=np.uint32)
-    scratch = np.empty(n, dtype=np.uint32)
-    for i in range(hashes):
-        _next_hash(h, k, tail, length, scratch)
-        out[i] = h
-    return out
-
-
 def _next_hash(h: np.ndarray, k: np.ndarray, tail: np.ndarray | None, length: int, scratch: np.ndarray) -> None:
     """Turn ``h``, the previous hash of the chain (its seed), into the next one, in place: the
     block multiply-xors over ``k`` and ``tail`` (:func:`_seed_free_parts`), then the finish."""
@@ -137,21 +120,6 @@ def _positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
     if minimum.any():
         signed[minimum] = 2**31 % vector_size
     return signed.view(np.uint32)
-
-
-@dataclass(frozen=True)
-class HashedKeys:
-    """Keys hashed once for probing many filters that use ``hashes`` hash functions."""
-
-    count: int
-    hashes: int
-    groups: tuple[tuple[np.ndarray, np.ndarray], ...]  # (positions of the keys, their hash chains)
-
-    @classmethod
-    def of(cls, keys: pa.Array | Sequence[str], hashes: int) -> HashedKeys:
-        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
-        groups = tuple((positions, _hash_chain(matrix, hashes)) for positions, matrix in _utf8_groups(array))
-        return cls(len(array), hashes, groups)
 
 
 def _fill_rows(keys_per_row: int, max_entries: int) -> int:
@@ -321,22 +289,53 @@ class BloomFilter:
         builder.add(keys)
         return builder.build()
 
-    def might_contain(self, keys: pa.Array | Sequence[str] | HashedKeys) -> np.ndarray:
-        """For each key, False when the file surely does not hold it, True when it may.
+    def might_contain(self, keys: pa.Array | Sequence[str]) -> np.ndarray:
+        """For each key, False when the file surely does not hold it, True when it may."""
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        result = np.zeros(len(array), dtype=bool)
+        for positions, matrix in _utf8_groups(array):
+            for start in range(0, len(positions), CHUNK_KEYS):
+                chunk = matrix[start : start + CHUNK_KEYS]
+                result[positions[start : start + CHUNK_KEYS]] = self._probe(chunk, stop_at_first=False)
+        return result
 
-        Pass :class:`HashedKeys` (made with this filter's ``hashes``) to probe many filters
-        with the same keys without hashing them again.
+    def holds_any(self, keys: pa.Array | Sequence[str]) -> bool:
+        """Whether the file may hold one of ``keys`` (False: surely none of them). Stops at the
+        first key the filter may hold: a file that holds some of a batch's keys costs one chunk."""
+        array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
+        for _, matrix in _utf8_groups(array):
+            for start in range(0, len(matrix), CHUNK_KEYS):
+                if self._probe(matrix[start : start + CHUNK_KEYS], stop_at_first=True).any():
+                    return True
+        return False
+
+    def _probe(self, matrix: np.ndarray, *, stop_at_first: bool) -> np.ndarray:
+        """Which keys of one byte length (``matrix``, one chunk) the filter may hold.
+
+        The chain is hashed one position at a time and a key is dropped as soon as one of its
+        bits is clear in every row: a key the file does not hold costs a hash or two, not
+        ``hashes`` of them. With ``stop_at_first``, once every remaining key's bits are all
+        set the first of them decides.
         """
-        hashed = keys if isinstance(keys, HashedKeys) else HashedKeys.of(keys, self.hashes)
-        if hashed.hashes != self.hashes:
-            raise ValueError(f"keys hashed {hashed.hashes} times probe a filter of {self.hashes} hashes")
-        result = np.zeros(hashed.count, dtype=bool)
-        for positions, chain in hashed.groups:
-            where = _positions(chain, self.vector_size)
-            hit = np.zeros(len(positions), dtype=bool)
-            for bits in self.rows:
-                hit |= bits[where].all(axis=0)
-            result[positions] = hit
+        n, length = matrix.shape
+        k, tail = _seed_free_parts(matrix)
+        h = np.zeros(n, dtype=np.uint32)
+        alive = np.ones((len(self.rows), n), dtype=bool)  # per row: every bit so far is set
+        index = np.arange(n)  # the chunk's keys still in the running
+        for _ in range(self.hashes):
+            _next_hash(h, k, tail, length, np.empty_like(h))
+            where = _positions(h, self.vector_size)
+            for row, bits in zip(alive, self.rows, strict=True):
+                row &= bits[where]
+            keep = alive.any(axis=0)
+            kept = int(np.count_nonzero(keep))
+            if kept == 0:
+                return np.zeros(n, dtype=bool)
+            if kept < 0.8 * len(index):  # drop the ruled-out keys once that saves work
+                index, h, k, alive = index[keep], h[keep], k[:, keep], alive[:, keep]
+                tail = tail[keep] if tail is not None else None
+        result = np.zeros(n, dtype=bool)
+        result[index[alive.any(axis=0)]] = True
         return result
 
     def serialize(self) -> str:

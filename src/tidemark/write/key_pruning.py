@@ -25,7 +25,6 @@ from tidemark.format.bloom import (
     TYPE_CODE_KEY,
     BloomFilter,
     BloomFilterError,
-    HashedKeys,
 )
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
@@ -57,7 +56,6 @@ def files_that_may_hold(
     """
     kept: list[BaseFile] = []
     candidates = by_range = by_bloom = 0
-    hashed: dict[tuple[str, int], HashedKeys] = {}  # each partition's keys hashed once for all its files
     for f in files:
         keys = keys_by_partition.get(f.partition_path)
         if keys is None or len(keys) == 0:
@@ -86,13 +84,9 @@ def files_that_may_hold(
                 bloom = BloomFilter.parse(serialized, footer.get(TYPE_CODE_KEY.encode(), b"").decode())
             except BloomFilterError:
                 bloom = None  # a filter we cannot read prunes nothing; the keys are read instead
-            if bloom is not None:
-                slot = (f.partition_path, bloom.hashes)
-                if slot not in hashed:
-                    hashed[slot] = HashedKeys.of(keys, bloom.hashes)
-                if not (bloom.might_contain(hashed[slot]) & inside).any():
-                    by_bloom += 1
-                    continue
+            if bloom is not None and not bloom.holds_any(keys if inside.all() else keys.filter(pa.array(inside))):
+                by_bloom += 1
+                continue
         kept.append(f)
     return kept, PruneStats(candidates, by_range, by_bloom)
 
@@ -209,7 +203,6 @@ class KeyProbe:
         if mask is not None:
             keys = keys.filter(mask) if keys is not None else None
             ints = ints.filter(mask) if ints is not None else None
-        hashed: dict[int, HashedKeys] = {}
         for i in members:
             if self.verdicts[i] == MAY_HOLD:
                 continue
@@ -230,10 +223,7 @@ class KeyProbe:
                 if keys is None and ints is not None:
                     keys = pc.cast(ints, pa.string())
                 assert keys is not None
-                if bloom.hashes not in hashed:
-                    hashed[bloom.hashes] = HashedKeys.of(keys, bloom.hashes)
-                hits = bloom.might_contain(hashed[bloom.hashes])
-                if not (hits if chosen is None else hits & chosen).any():
+                if not bloom.holds_any(keys if chosen is None else keys.filter(pa.array(chosen))):
                     self.verdicts[i] = max(self.verdicts[i], NOT_IN_BLOOM)
                     continue
             self.verdicts[i] = MAY_HOLD
