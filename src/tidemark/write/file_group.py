@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -73,18 +74,35 @@ def _repeats_values(column: pa.ChunkedArray) -> bool:
     return 2 * distinct <= len(sample)
 
 
-def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, object]:
-    """Writer options for a base file; ``rows`` (the first rows to be written, if known) choose
-    the columns that get a dictionary."""
-    names = spec.schema.names
-    dictionary = [n for n in names if n not in _NO_DICTIONARY]
+def dictionary_columns(schema: pa.Schema, rows: pa.Table | None = None) -> tuple[str, ...]:
+    """The columns of ``schema`` worth a dictionary: every column but the unique meta columns,
+    less the user columns whose values in ``rows`` (a sample, if known) are mostly distinct.
+    (The partition path is one value per base file: always a dictionary.)"""
+    chosen = [n for n in schema.names if n not in _NO_DICTIONARY]
     if rows is not None:
-        dictionary = [n for n in dictionary if n not in rows.column_names or _repeats_values(rows.column(n))]
+        chosen = [n for n in chosen
+                  if n not in rows.column_names or n in META_COLUMNS or _repeats_values(rows.column(n))]
+    return tuple(chosen)
+
+
+def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, object]:
+    """Writer options for a base file; the columns that get a dictionary are the write's choice
+    (``spec.dictionary_columns``), else chosen from ``rows`` (the file's first rows, if known)."""
+    names = spec.schema.names
+    chosen = spec.dictionary_columns if spec.dictionary_columns is not None else dictionary_columns(spec.schema, rows)
     return {
         "compression": _codec(spec.compression),
-        "use_dictionary": dictionary,
+        "use_dictionary": list(chosen),
         "write_statistics": [n for n in names if n not in _NO_STATISTICS],
     }
+
+
+def with_dictionary_choice(spec: WriteSpec, batch: pa.Table) -> WriteSpec:
+    """``spec`` with the write's dictionary columns chosen once from ``batch``'s first rows:
+    a write of many small files (a hundred partitions) would otherwise sample every file's
+    columns again, which costs about as much as hashing its keys."""
+    sample = batch.slice(0, DICTIONARY_SAMPLE_ROWS)
+    return replace(spec, dictionary_columns=dictionary_columns(spec.schema, sample))
 
 
 def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -33,6 +33,10 @@ class WriteSpec:
     # Where the table lives, with its storage options: tasks open their storage from it (an
     # object store needs its credentials on every executor). None: the local base_path.
     location: StorageLocation | None = None
+    # The columns whose base-file pages get a dictionary, chosen once for the whole write from a
+    # sample of its batch (:func:`tidemark.write.file_group.dictionary_columns`); None: each file
+    # chooses from its own first rows.
+    dictionary_columns: tuple[str, ...] | None = None
 
     def storage(self) -> Storage:
         """The table's storage, opened once per process for this location."""

@@ -26,7 +26,7 @@ from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, with_dictionary_choice, write_file_group, write_new_files
 from tidemark.write.key_pruning import files_that_may_hold
 from tidemark.write.meta_columns import constant
 from tidemark.write.operation import WriteOperation
@@ -390,6 +390,7 @@ class ArrowWritePipeline:
     ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
+        spec = with_dictionary_choice(spec, rows)
         # The batch is ordered by index, not copied: each file group's rows are taken in turn
         # (one group's copy at a time), in key order within the group.
         order = pc.sort_indices(rows.select([PARTITION_PATH, FILE_ID_COLUMN, RECORD_KEY]),
@@ -427,10 +428,20 @@ class ArrowWritePipeline:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
         runs, source = partition_rows(frame), ChunkedRows(frame)
+        spec = with_dictionary_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
-        tasks: list[Callable[[], list[WriteStat]]] = [
-            partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)
-        ]
+        if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
+            # Many partitions: one take puts the batch in partition order, each task then slices
+            # its rows (no copy); a take per partition and chunk costs about twice as much.
+            ordered = frame.take(pa.array(np.concatenate([r for r in runs if r is not None])))
+            starts = np.cumsum([0, *(len(r) for r in runs if r is not None)])
+            sources = [ChunkedRows(ordered.slice(int(a), int(b - a)))
+                       for a, b in zip(starts[:-1], starts[1:], strict=True)]
+            tasks: list[Callable[[], list[WriteStat]]] = [
+                partial(_write_partition, spec, part, None, task) for task, part in enumerate(sources)
+            ]
+        else:
+            tasks = [partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)]
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]
 
@@ -473,6 +484,9 @@ def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np
 
 
 BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
+# A batch up to this size is put in partition order by one take before a bulk_insert writes it
+# (one copy of it in memory at once); a larger one is taken partition by partition, in slices.
+BULK_REORDER_BYTES = 256 * 1024 * 1024
 
 
 def partition_rows(frame: pa.Table) -> list[np.ndarray | None]:

@@ -1,0 +1,100 @@
+"""How the Arrow engine lays a bulk_insert's rows out in files, and which columns get a dictionary.
+
+A batch of many partitions is put in partition order by one take (``BULK_REORDER_BYTES``) or
+taken partition by partition: either way each file holds its partition's rows in arrival order,
+with the same sequence numbers. The dictionary columns are chosen once per write from the
+batch's first rows: a column of few values gets a dictionary in every file, a column of distinct
+values none, and the partition path (one value per file) always one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tidemark
+from conftest import hudi_rs_read
+from tidemark.engines.arrow import writer as arrow_writer
+
+PARTS = 7
+
+
+def batch(n: int) -> pa.Table:
+    keys = [(i * 7919) % n for i in range(n)]  # n is not a multiple of 7919: every key once
+    return pa.table({
+        "id": pa.array([f"k{k:06d}" for k in keys], pa.string()),
+        "part": pa.array([f"p{k % PARTS}" for k in keys], pa.string()),
+        "colour": pa.array([("red", "green", "blue")[i % 3] for i in range(n)], pa.string()),
+        "note": pa.array([f"note-{i}" for i in range(n)], pa.string()),
+        "n": pa.array(range(n), pa.int64()),
+    })
+
+
+def files_in_order(path: Path) -> dict[str, list[str]]:
+    """Each partition's keys as its base file stores them, in file order."""
+    out: dict[str, list[str]] = {}
+    for f in sorted(path.glob("part=*/*.parquet")):
+        out.setdefault(f.parent.name, []).extend(pq.read_table(f, columns=["id"]).column("id").to_pylist())
+    return out
+
+
+@pytest.mark.parametrize("reorder_bytes", [0, arrow_writer.BULK_REORDER_BYTES])
+def test_every_file_holds_its_partitions_rows_in_arrival_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reorder_bytes: int
+) -> None:
+    monkeypatch.setattr(arrow_writer, "BULK_REORDER_BYTES", reorder_bytes)
+    rows = batch(3_000)
+    # Chunks that split partitions across batches: a take must gather from each of them.
+    rows = pa.Table.from_batches(rows.to_batches(max_chunksize=500))
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  ordering_field="n")
+    table.bulk_insert(rows)
+    expected: dict[str, list[str]] = {}
+    for key, part in zip(rows.column("id").to_pylist(), rows.column("part").to_pylist(), strict=True):
+        expected.setdefault(f"part={part}", []).append(key)
+    assert files_in_order(tmp_path / "t") == expected
+    for f in (tmp_path / "t").glob("part=*/*.parquet"):  # sequence numbers follow the file order
+        seq = pq.read_table(f, columns=["_hoodie_commit_seqno"]).column(0).to_pylist()
+        assert [int(s.rsplit("_", 1)[1]) for s in seq] == list(range(len(seq)))
+    read = hudi_rs_read(str(tmp_path / "t"))
+    assert sorted(read.column("id").to_pylist()) == sorted(rows.column("id").to_pylist())
+
+
+def test_dictionary_columns_are_chosen_once_for_the_write(tmp_path: Path) -> None:
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  ordering_field="n")
+    table.bulk_insert(batch(20_000))
+    table.upsert(batch(2_000))
+    files = sorted((tmp_path / "t").glob("part=*/*.parquet"))
+    assert len(files) >= 2 * PARTS
+
+    def dictionary(meta: pq.FileMetaData, name: str) -> bool:
+        names = [meta.schema.column(i).name for i in range(meta.num_columns)]
+        column = meta.row_group(0).column(names.index(name))
+        return "PLAIN_DICTIONARY" in column.encodings or "RLE_DICTIONARY" in column.encodings
+
+    for f in files:
+        meta = pq.read_metadata(f)
+        assert dictionary(meta, "colour"), f
+        assert dictionary(meta, "_hoodie_partition_path"), f
+        assert not dictionary(meta, "note"), f
+        assert not dictionary(meta, "_hoodie_record_key"), f
+    assert table.read().num_rows == 20_000
+
+
+def test_the_partition_path_keeps_its_dictionary_however_many_partitions_the_sample_has() -> None:
+    from tidemark.format.schema import with_meta_columns
+    from tidemark.write.file_group import dictionary_columns
+
+    sample = pa.table({
+        "_hoodie_partition_path": pa.array([f"part=p{i}" for i in range(1_000)]),  # distinct per row
+        "colour": pa.array(["red", "blue"] * 500),
+        "note": pa.array([f"note-{i}" for i in range(1_000)]),
+    })
+    schema = with_meta_columns(pa.schema([("id", pa.string()), ("colour", pa.string()), ("note", pa.string())]))
+    chosen = dictionary_columns(schema, sample)
+    assert "_hoodie_partition_path" in chosen and "colour" in chosen and "id" in chosen
+    assert "note" not in chosen and "_hoodie_record_key" not in chosen and "_hoodie_commit_seqno" not in chosen
