@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tidemark.storage import CreateOutcome, LocalStorage
@@ -34,3 +36,14 @@ def test_location_never_shows_secrets() -> None:
     location = StorageLocation("s3://bucket/t", {"aws_access_key_id": "AKIDNAME", "aws_secret_access_key": "s3cr3t"})
     assert "s3cr3t" not in repr(location)
     assert "AKIDNAME" in repr(location)
+
+
+@pytest.mark.parametrize("data", [b"", b"payload"])
+def test_create_if_absent_creates_once_with_its_folders_and_never_overwrites(storage, data: bytes) -> None:  # noqa: ANN001
+    """An empty file (a marker) takes a shortcut, one exclusive create; the outcome is the same."""
+    assert storage.create_if_absent("a/b/c.marker", data) is CreateOutcome.CREATED
+    assert storage.read_bytes("a/b/c.marker") == data
+    assert storage.create_if_absent("a/b/c.marker", b"") is CreateOutcome.ALREADY_EXISTS
+    assert storage.create_if_absent("a/b/c.marker", b"other") is CreateOutcome.ALREADY_EXISTS
+    assert storage.read_bytes("a/b/c.marker") == data
+    assert [p.name for p in (Path(storage.base_path) / "a" / "b").iterdir()] == ["c.marker"]  # no temporary left

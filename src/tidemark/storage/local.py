@@ -96,6 +96,13 @@ class LocalStorage:
 
     def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
         full = self.full_path(path)
+        if not data:  # an empty file (a marker) appears whole: one exclusive create, no temporary
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            try:
+                os.close(os.open(full, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+                return CreateOutcome.CREATED
+            except FileExistsError:
+                return CreateOutcome.ALREADY_EXISTS
         tmp = self._temp_for(full)
         with open(tmp, "wb") as fh:
             fh.write(data)
