@@ -2,9 +2,10 @@
 
 A batch of many partitions is put in partition order by one take (``BULK_REORDER_BYTES``) or
 taken partition by partition: either way each file holds its partition's rows in arrival order,
-with the same sequence numbers. The dictionary columns are chosen once per write from the
-batch's first rows: a column of few values gets a dictionary in every file, a column of distinct
-values none, and the partition path (one value per file) always one.
+with the same sequence numbers. A small file's rewrite is one row group. The dictionary columns
+are chosen once per write from the batch's first rows: a column of few values gets a dictionary
+in every file, a column of distinct values none, and the partition path (one value per file)
+always one.
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ def test_dictionary_columns_are_chosen_once_for_the_write(tmp_path: Path) -> Non
         assert not dictionary(meta, "note"), f
         assert not dictionary(meta, "_hoodie_record_key"), f
     assert table.read().num_rows == 20_000
+    # The upsert's rewrites: kept, merged and new rows of a small file in one row group.
+    latest = max(f.name.rsplit("_", 1)[1] for f in files)
+    rewritten = [f for f in files if f.name.endswith(latest)]
+    assert len(rewritten) == PARTS
+    assert all(pq.read_metadata(f).num_row_groups == 1 for f in rewritten)
+    read = hudi_rs_read(str(tmp_path / "t"))
+    assert read.num_rows == 20_000 and sorted(read.column("id").to_pylist()) == sorted(batch(20_000)["id"].to_pylist())
 
 
 def test_the_partition_path_keeps_its_dictionary_however_many_partitions_the_sample_has() -> None:

@@ -53,14 +53,15 @@ def _read_directly(stored: pq.ParquetFile, schema: pa.Schema | None, columns: li
     The direct read avoids importing pyarrow.dataset, which loads pandas (~45 MiB) into a
     process that may never need it.
     """
-    names = stored.schema_arrow.names
+    stored_schema = stored.schema_arrow  # built anew on every access
+    names = stored_schema.names
     if schema is None:
         if columns is not None and not set(columns) <= set(names):
             return None
         return stored.read(columns=columns)
     wanted = [schema.field(c) for c in columns] if columns is not None else list(schema)
     present = [f for f in wanted if f.name in names]
-    if any(stored.schema_arrow.field(f.name).type != f.type for f in present):
+    if any(stored_schema.field(f.name).type != f.type for f in present):
         return None
     rows = stored.read(columns=[f.name for f in present])
     arrays = [rows.column(f.name) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in wanted]
@@ -95,8 +96,9 @@ def iter_data_file(
         # hold a whole row group's column chunks in memory at once (pyarrow's dataset scanner
         # decodes a row group's columns ahead of the batches: ~4x the slice's size).
         stored = pq.ParquetFile(full_path, pre_buffer=False, buffer_size=STREAM_BUFFER)
-        present = [f for f in schema if f.name in stored.schema_arrow.names]
-        if any(stored.schema_arrow.field(f.name).type != f.type for f in present):
+        stored_schema = stored.schema_arrow  # built anew on every access
+        present = [f for f in schema if f.name in stored_schema.names]
+        if any(stored_schema.field(f.name).type != f.type for f in present):
             yield from _iter_by_dataset(full_path, schema, batch_size)  # evolved types: the scanner casts
             return
         names = [f.name for f in present]

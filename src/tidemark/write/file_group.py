@@ -163,7 +163,7 @@ def write_file_group(
     num_updates = num_deletes = 0
     prev_commit = None
     output = storage.open_output(rel_path)
-    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows))
+    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS)
     if base_file is not None:
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
         # The stored rows stream through in slices: the ones the batch does not touch go

@@ -67,17 +67,22 @@ def write_base_file(rows: pa.Table, full_path: str | pa.NativeFile, spec: WriteS
 class BaseFileWriter:
     """Writes one base file in pieces (each piece of ``spec.schema``), Hudi's footer added at close.
 
-    The writer opens with the first piece: ``options`` (a function of those rows) picks the
-    encodings. Pieces stream through; only the footer's keys are kept until close.
+    The writer opens with the first rows written: ``options`` (a function of those rows) picks
+    the encodings. Small pieces are held until they make half of ``min_rows`` (or the file
+    closes) and go out as one row group: a small file's kept rows, merged rows and new rows
+    become one row group and one write, not three. Only the footer's keys are kept until close.
     """
 
-    def __init__(self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any) -> None:
+    def __init__(self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any, min_rows: int = 0) -> None:
         self._sink = sink
         self._spec = spec
         self._options = options
+        self._min_rows = min_rows
         self.schema = stored_schema(spec.schema)  # what the pieces are given as (file name: a dictionary)
         self._writer: pq.ParquetWriter | None = None
         self._footer = FooterKeys(spec)
+        self._held: list[pa.Table] = []
+        self._held_rows = 0
         self.rows = 0
 
     def write(self, rows: pa.Table) -> None:
@@ -85,13 +90,24 @@ class BaseFileWriter:
             return
         if rows.schema != self.schema:  # a piece with the file name as plain strings
             rows = rows.cast(self.schema)
+        self._footer.add(rows)  # hashed on a thread of its own while the rows are encoded
+        self.rows += rows.num_rows
+        self._held.append(rows)
+        self._held_rows += rows.num_rows
+        if 2 * self._held_rows >= self._min_rows:  # a slice of a large file goes out as it is
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._held:
+            return
+        rows = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held)
+        self._held, self._held_rows = [], 0
         if self._writer is None:
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows))
-        self._footer.add(rows)  # hashed on a thread of its own while the rows are encoded
         self._writer.write_table(rows)
-        self.rows += rows.num_rows
 
     def close(self) -> None:
+        self._flush()
         if self._writer is None:  # no rows: an empty file of the schema
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
         self._writer.add_key_value_metadata(self._footer.footer(self._spec.schema))
