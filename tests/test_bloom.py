@@ -270,3 +270,29 @@ def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, ent
         part = probe[start : start + 50]
         assert bloom.holds_any(part) == any(expected[start : start + 50])
     assert bloom.holds_any(probe[:1]) and not bloom.holds_any([])
+
+
+@pytest.mark.parametrize("count", [5_000, 70_000, 180_000])
+def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int) -> None:
+    """A write with a core to spare hashes each piece's keys in halves side by side; the key's
+    place in the filter (its row past 60,000 and 100,000 keys) must not depend on which half
+    finished first."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from tidemark.format.schema import with_meta_columns
+    from tidemark.write.footer import FooterKeys
+    from tidemark.write.spec import WriteSpec
+
+    keys = pc.cast(pa.array(np.random.default_rng(count).permutation(count * 2)[:count]), pa.string())
+    schema = with_meta_columns(pa.schema([("id", pa.string())]))
+    footers = []
+    for threads in (1, 2):
+        spec = WriteSpec(base_path="/nowhere/t", instant_time="1", schema=schema, ordering_fields=(),
+                         compression="snappy", max_file_size=1 << 30, hash_threads=threads)
+        collected = FooterKeys(spec)
+        for part in np.array_split(np.arange(count), 3):
+            collected.add(pa.table({"_hoodie_record_key": keys.take(pa.array(part))}))
+        footers.append(collected.footer(schema))
+    assert footers[0][FOOTER_KEY] == footers[1][FOOTER_KEY]
+    assert footers[0][FOOTER_KEY] == BloomFilter.build(keys, num_entries=min(max(count, 1000), 60_000)).serialize()

@@ -29,8 +29,9 @@ from __future__ import annotations
 import base64
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 import pyarrow as pa
@@ -226,38 +227,56 @@ class BloomBuilder:
         self._entries: int | None = num_entries
 
     def add(self, keys: pa.Array | Sequence[str]) -> None:
+        for place in self.reserve(keys):
+            place()
+
+    def reserve(self, keys: pa.Array | Sequence[str]) -> list[Callable[[], None]]:
+        """Count ``keys`` in, after the keys already added, and return the placements now due
+        (none while the sizing still waits for the final count: :meth:`build` places those).
+
+        The placements only set bits of a filter already sized: they may run in any order, on
+        any threads, side by side; all of them must have run before :meth:`build`.
+        """
         array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
         self._pending.append((self._count, array))
         self._count += len(array)
         if self._entries is None and self._count >= DEFAULT_NUM_ENTRIES:
             self._entries = footer_entries(self._count)  # final: more keys never change it
-        if self._entries is not None:
-            self._place_pending()
-
-    def _place_pending(self) -> None:
-        assert self._entries is not None
-        size = bit_size(self._entries, self._fpp)
+        if self._entries is None:
+            return []
         if self._bits is None:
-            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), size), dtype=bool)
+            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), self._size()), dtype=bool)
+        due, self._pending = self._pending, []
+        return [partial(self._place, offset, piece) for offset, piece in due]
+
+    def _size(self) -> int:
+        assert self._entries is not None
+        return bit_size(self._entries, self._fpp)
+
+    def _place(self, offset: int, keys: pa.Array) -> None:
+        """Set the bits of ``keys``, the ones added from position ``offset`` on."""
+        assert self._bits is not None and self._entries is not None
+        size = self._size()
         flat = self._bits.reshape(-1)
-        for offset, keys in self._pending:
-            for positions, matrix in _utf8_groups(keys):
-                for start in range(0, len(positions), CHUNK_KEYS):
-                    part = positions[start : start + CHUNK_KEYS]
-                    rows = _rows_of(part + offset, self._entries, self._max_entries)
-                    chunk = matrix[start : start + CHUNK_KEYS]
-                    if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
-                        _place_chunk(self._bits[int(rows[0])], chunk, self._hashes, size, None)
-                    else:
-                        _place_chunk(flat, chunk, self._hashes, size, rows.astype(np.int64) * size)
-        self._pending.clear()
+        for positions, matrix in _utf8_groups(keys):
+            for start in range(0, len(positions), CHUNK_KEYS):
+                part = positions[start : start + CHUNK_KEYS]
+                rows = _rows_of(part + offset, self._entries, self._max_entries)
+                chunk = matrix[start : start + CHUNK_KEYS]
+                if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
+                    _place_chunk(self._bits[int(rows[0])], chunk, self._hashes, size, None)
+                else:
+                    _place_chunk(flat, chunk, self._hashes, size, rows.astype(np.int64) * size)
 
     def build(self) -> BloomFilter:
         if self._entries is None:
             self._entries = self._fixed_entries or footer_entries(self._count)
-        self._place_pending()
-        assert self._bits is not None
-        size = bit_size(self._entries, self._fpp)
+        if self._bits is None:
+            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), self._size()), dtype=bool)
+        for offset, piece in self._pending:
+            self._place(offset, piece)
+        self._pending.clear()
+        size = self._size()
         used_rows, current = _used_rows(self._count, self._entries, self._max_entries)
         hashes = num_hashes(size, self._entries)
         if hashes != self._hashes:  # pragma: no cover - the sizing keeps the count of hashes

@@ -126,13 +126,15 @@ def open_base_file(sink: str | pa.NativeFile, schema: pa.Schema, options: dict[s
 class FooterKeys:
     """Collects the record keys of a base file written in pieces, for its footer at close.
 
-    The keys' bloom filter is built on a thread of its own as pieces arrive: numpy and
-    pyarrow release the GIL, so hashing overlaps with encoding the rows.
+    The keys' bloom filter is built on threads of their own as pieces arrive (``spec.hash_threads``:
+    two when the write has a core to spare): numpy and pyarrow release the GIL, so hashing
+    overlaps with encoding the rows.
     """
 
     def __init__(self, spec: WriteSpec) -> None:
         self.table_name = table_name_of(spec.base_path, spec.table_name)
         self.bloom_filter = spec.bloom_filter
+        self._threads = max(1, spec.hash_threads)
         # The key range, kept as pieces arrive: holding every key until close would cost the
         # keys' bytes again (45 MB for a million UUIDs), and a copy of them to find the range.
         self._min_key: str | None = None
@@ -154,9 +156,14 @@ class FooterKeys:
         if self._bloom is None:
             return
         if self._hasher is None:
-            self._hasher = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-bloom")
-        # One thread: the keys stay in order.
-        self._hashing.append(self._hasher.submit(self._bloom.add, keys.combine_chunks()))
+            self._hasher = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="tidemark-bloom")
+        whole = keys.combine_chunks()
+        # The keys are counted in here, in file order; their bits are set on the hashing threads,
+        # in pieces that may run side by side (a key's place in the filter is fixed by its count).
+        step = -(-len(whole) // self._threads)
+        for start in range(0, len(whole), step):
+            for place in self._bloom.reserve(whole.slice(start, step)):
+                self._hashing.append(self._hasher.submit(place))
 
     def footer(self, schema: pa.Schema) -> dict[str, str]:
         """The footer of a file of ``schema`` holding the keys added."""

@@ -7,6 +7,7 @@ it suits tests, small jobs and processes that should not start a JVM.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -16,7 +17,7 @@ import pyarrow.compute as pc
 
 from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
 from tidemark.engines.arrow.take import ChunkedRows
-from tidemark.engines.arrow.tasks import WriteTasks, write_threads
+from tidemark.engines.arrow.tasks import PARALLEL_WRITE_BYTES, WriteTasks, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -400,14 +401,17 @@ class ArrowWritePipeline:
         pa.default_memory_pool().release_unused()
         source, positions = ChunkedRows(rows), order.to_numpy().astype(np.int64)
         spec.storage()  # opened (and cached) here, not by the threads at once
+        # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
+        # large file groups one at a time (their expected bytes: memory).
+        expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
+        alone = len(runs) == 1 or (expected is not None and all(2 * w > PARALLEL_WRITE_BYTES for w in expected))
+        if alone and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
+            spec = replace(spec, hash_threads=2)
         tasks: list[Callable[[], WriteStat]] = [
             partial(self._write_group, spec, source, positions[start:start + count], partition, file_id,
                     base_files.get((partition, file_id)), task)
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
-        # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
-        # large file groups one at a time (their expected bytes: memory).
-        expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), expected)
 
     def _write_group(
@@ -441,6 +445,8 @@ class ArrowWritePipeline:
                 partial(_write_partition, spec, part, None, task) for task, part in enumerate(sources)
             ]
         else:
+            if len(runs) == 1 and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
+                spec = replace(spec, hash_threads=2)
             tasks = [partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)]
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]
