@@ -48,7 +48,8 @@ def test_inserts_are_routed_by_the_first_bucket_holding_the_key_hash() -> None:
     assert {"a0", "a1", "a2", "b0"} == set(routed.column(FILE_ID_COLUMN).to_pylist())
 
 
-@pytest.mark.parametrize("start,n", [(0, 0), (0, 1), (7, 5), (95, 20), (99_990, 30), (123_456, 70_000)])
+@pytest.mark.parametrize("start,n", [(0, 0), (0, 1), (7, 5), (95, 20), (99_990, 30), (123_456, 70_000), (0, 131_072),
+                                     (9_995, 10), (10_000, 3), (8_765, 1_234), (999_999, 2), (5, 1)])
 def test_sequence_numbers_are_prefix_and_number(start: int, n: int) -> None:
     got = sequence_numbers("20260101000000000_3", start, n)
     got.validate(full=True)
