@@ -173,10 +173,14 @@ def write_file_group(
         stored_schema = spec.schema.remove(name_at)
         batch_keys = incoming.column(RECORD_KEY).combine_chunks()
 
+        # Stored rows as read (commit time, partition path: strings) with the new file's name;
+        # the writer takes their strings into its dictionary columns.
+        read_schema = stored_schema.insert(name_at, out.schema.field(name_at))
+
         def as_written(rows: pa.Table) -> pa.Table:
             columns = rows.columns
             columns.insert(name_at, constant_dictionary(name, rows.num_rows))
-            return pa.Table.from_arrays(columns, schema=out.schema)
+            return pa.Table.from_arrays(columns, schema=read_schema)
 
         touched_pieces = []
         first_row = 0
