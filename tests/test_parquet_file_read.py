@@ -56,9 +56,10 @@ def test_importing_tidemark_does_not_load_pandas():
 
 
 def test_base_files_say_their_own_types_though_the_file_name_is_written_from_a_dictionary(tmp_path):
-    """The per-file constant file-name column goes to the writer as a dictionary (no million
-    copies of the name); the file's ARROW:schema is still the one pyarrow writes for the plain
-    rows, so pyarrow and hudi-rs read a string column, and the values are the file's name."""
+    """The per-file constant meta columns (file name; a write's commit time and partition path)
+    go to the writer as dictionaries (no million copies of a value); the file's ARROW:schema is
+    still the one pyarrow writes for the plain rows, so pyarrow and hudi-rs read string
+    columns, and the values are the file's name, its partition and each row's commit."""
     import base64
 
     import tidemark
@@ -67,8 +68,9 @@ def test_base_files_say_their_own_types_though_the_file_name_is_written_from_a_d
     path = str(tmp_path / "t")
     table = tidemark.Table.create(path, spark=None, record_key="id", partition_by="p")
     rows = pa.table({"id": list(range(50)), "p": ["a", "b"] * 25, "v": [f"v{i}" for i in range(50)]})
-    table.bulk_insert(rows)
-    table.upsert(pa.table({"id": [1, 2, 99], "p": ["b", "a", "a"], "v": ["u1", "u2", "n99"]}))
+    bulk_time = table.bulk_insert(rows).instant_time
+    update = pa.table({"id": [1, 2, 99], "p": ["b", "a", "a"], "v": ["u1", "u2", "n99"]})
+    upsert_time = table.upsert(update).instant_time
     files = sorted((tmp_path / "t").glob("*/*.parquet"))
     assert len(files) == 4
     for f in files:
@@ -80,6 +82,13 @@ def test_base_files_say_their_own_types_though_the_file_name_is_written_from_a_d
         pq.write_table(stored.replace_schema_metadata(None), plain)
         expected = pq.ParquetFile(pa.BufferReader(plain.getvalue())).metadata.metadata[b"ARROW:schema"]
         assert entry == expected
-        assert pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry))).field("_hoodie_file_name").type == pa.string()
+        declared = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(entry)))
+        for name in ("_hoodie_file_name", "_hoodie_commit_time", "_hoodie_partition_path"):
+            assert declared.field(name).type == pa.string() and stored.schema.field(name).type == pa.string()
+        # One partition per file; commit times: the bulk insert's, and the upsert's for its rows.
+        assert set(stored.column("_hoodie_partition_path").to_pylist()) == {f.parent.name}
+        assert set(stored.column("_hoodie_commit_time").to_pylist()) <= {bulk_time, upsert_time}
+        changed = {r["id"] for r in stored.to_pylist() if r["_hoodie_commit_time"] == upsert_time}
+        assert changed == ({1, 2, 99} & set(stored.column("id").to_pylist()) if upsert_time in f.name else set())
     assert hudi_rs_read(path).schema.field("_hoodie_file_name").type == pa.string()
     assert sorted(hudi_rs_read(path).column("v").to_pylist()) == sorted(table.read().column("v").to_pylist())
