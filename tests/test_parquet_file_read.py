@@ -92,3 +92,19 @@ def test_base_files_say_their_own_types_though_the_file_name_is_written_from_a_d
         assert changed == ({1, 2, 99} & set(stored.column("id").to_pylist()) if upsert_time in f.name else set())
     assert hudi_rs_read(path).schema.field("_hoodie_file_name").type == pa.string()
     assert sorted(hudi_rs_read(path).column("v").to_pylist()) == sorted(table.read().column("v").to_pylist())
+
+
+@pytest.mark.parametrize("evolved", [False, True])
+def test_streamed_string_columns_come_as_dictionaries_when_asked(data_file, evolved):
+    """A rewrite reads a base file's per-file meta columns as dictionaries (no strings decoded);
+    a file whose other columns need a cast (the dataset path) reads the same."""
+    from tidemark.format.parquet_file import iter_data_file
+
+    text = pa.dictionary(pa.int32(), pa.string())
+    schema = pa.schema([("k", text), ("n", pa.int64() if evolved else pa.int32()), ("absent", text)])
+    pieces = list(iter_data_file(data_file, schema=schema, batch_size=2))
+    assert [p.num_rows for p in pieces] == [2, 1]
+    rows = pa.concat_tables(pieces)
+    assert rows.schema == schema
+    assert rows.column("k").to_pylist() == ["a", "b", "c"] and rows.column("n").to_pylist() == [1, 2, 3]
+    assert rows.column("absent").null_count == 3

@@ -98,9 +98,19 @@ def iter_data_file(
         stored = pq.ParquetFile(full_path, pre_buffer=False, buffer_size=STREAM_BUFFER)
         stored_schema = stored.schema_arrow  # built anew on every access
         present = [f for f in schema if f.name in stored_schema.names]
-        if any(stored_schema.field(f.name).type != f.type for f in present):
-            yield from _iter_by_dataset(full_path, schema, batch_size)  # evolved types: the scanner casts
+        # String columns asked for as dictionaries come straight from the file's dictionary pages:
+        # no string decoded, nothing hashed again (a base file's commit times, its partition path).
+        as_dictionary = [f.name for f in present if _dictionary_of_strings(f.type)
+                         and stored_schema.field(f.name).type == f.type.value_type]
+        if any(stored_schema.field(f.name).type != f.type for f in present if f.name not in as_dictionary):
+            plain = pa.schema([f.with_type(f.type.value_type) if _dictionary_of_strings(f.type) else f for f in schema],
+                              metadata=schema.metadata)
+            for piece in _iter_by_dataset(full_path, plain, batch_size):  # evolved types: the scanner casts
+                yield piece.cast(schema)
             return
+        if as_dictionary:
+            stored = pq.ParquetFile(full_path, metadata=stored.metadata, pre_buffer=False, buffer_size=STREAM_BUFFER,
+                                    read_dictionary=as_dictionary)
         names = [f.name for f in present]
         for batch in stored.iter_batches(batch_size=batch_size, columns=names, use_threads=False):
             columns = [batch.column(f.name) if f.name in names else pa.nulls(batch.num_rows, f.type) for f in schema]
@@ -109,6 +119,10 @@ def iter_data_file(
         raise
     except (pa.ArrowInvalid, OSError) as exc:
         raise _corrupt(exc, path or str(full_path)) from None
+
+
+def _dictionary_of_strings(data_type: pa.DataType) -> bool:
+    return pa.types.is_dictionary(data_type) and data_type.value_type == pa.string()
 
 
 def _iter_by_dataset(full_path: DataSource, schema: pa.Schema, batch_size: int) -> Iterator[pa.Table]:

@@ -170,21 +170,20 @@ def write_file_group(
         # straight to the new file (with its name), the touched ones are kept for the merge.
         # The file-name column is not read: every kept row gets the new file's name.
         name_at = spec.schema.get_field_index(FILE_NAME)
-        stored_schema = spec.schema.remove(name_at)
+        plain_schema = spec.schema.remove(name_at)
+        # The per-file meta columns (commit time, partition path) read as the dictionaries the
+        # file stores them as: the untouched rows go to the writer without a string decoded.
+        read_schema = out.schema.remove(name_at)
         batch_keys = incoming.column(RECORD_KEY).combine_chunks()
-
-        # Stored rows as read (commit time, partition path: strings) with the new file's name;
-        # the writer takes their strings into its dictionary columns.
-        read_schema = stored_schema.insert(name_at, out.schema.field(name_at))
 
         def as_written(rows: pa.Table) -> pa.Table:
             columns = rows.columns
             columns.insert(name_at, constant_dictionary(name, rows.num_rows))
-            return pa.Table.from_arrays(columns, schema=read_schema)
+            return pa.Table.from_arrays(columns, schema=rows.schema.insert(name_at, out.schema.field(name_at)))
 
         touched_pieces = []
         first_row = 0
-        for piece in iter_data_file(storage.open_input(base_file), path=base_file, schema=stored_schema,
+        for piece in iter_data_file(storage.open_input(base_file), path=base_file, schema=read_schema,
                                     batch_size=STREAM_ROWS):
             if touched_rows is None:
                 hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
@@ -197,7 +196,8 @@ def write_file_group(
             first_row += piece.num_rows
             touched_pieces.append(piece.filter(hit))
             out.write(as_written(piece.filter(pc.invert(hit))))
-        touched = pa.concat_tables(touched_pieces) if touched_pieces else stored_schema.empty_table()
+        # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
+        touched = pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces else plain_schema.empty_table()
         if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
             held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
             if not pc.all(held).as_py():
