@@ -189,3 +189,20 @@ def test_dedup_in_arrival_order_returns_rows_without_repeats_as_they_are() -> No
     unique = _arrow(BASE).append_column(RECORD_KEY, _arrow(BASE).column("id"))
     numbered = unique.append_column(SEQ_COLUMN, pa.array(range(unique.num_rows)[::-1], pa.int64()))
     assert dedup_in_arrival_order(numbered, EventTimeMerger(("ts",))).equals(unique)  # same order, no copy made
+
+
+def test_dedup_in_arrival_order_merges_nested_columns() -> None:
+    rows = pa.table({
+        RECORD_KEY: ["a", "b", "a", "a"],
+        "ts": pa.array([1, 1, None, 1], pa.int64()),
+        "s": [{"x": 1, "y": [1]}, {"x": 2, "y": []}, {"x": 3, "y": None}, {"x": 4, "y": [4, 4]}],
+        "l": [[1], [2], [3], None],
+        "m": pa.array([[("k", 1)], [("k", 2)], [("k", 3)], [("k", 4)]], pa.map_(pa.string(), pa.int64())),
+        SEQ_COLUMN: pa.array([0, 5, 7, 9], pa.int64()),
+    })
+    got = dedup_in_arrival_order(rows, EventTimeMerger(("ts",))).to_pylist()
+    # "a": the ts=1 tie goes to the last row (seq 9); the null ts (seq 7) loses
+    assert sorted(got, key=lambda r: r[RECORD_KEY]) == [
+        {RECORD_KEY: "a", "ts": 1, "s": {"x": 4, "y": [4, 4]}, "l": None, "m": [("k", 4)]},
+        {RECORD_KEY: "b", "ts": 1, "s": {"x": 2, "y": []}, "l": [2], "m": [("k", 2)]},
+    ]
