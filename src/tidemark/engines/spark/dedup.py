@@ -8,7 +8,7 @@ group's repeated keys in that order). The second spares the batch a shuffle of i
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tidemark.engines.spark.expressions import name
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
-from tidemark.merge import RecordMerger, dedup_records
+from tidemark.merge import MergeConfig, dedup_records
 from tidemark.write.engine import TableLayout
 from tidemark.write.operation import WriteOperation
 
@@ -48,19 +48,42 @@ def with_arrival_order(df: DataFrame) -> DataFrame:
     return df.selectExpr("*", f"monotonically_increasing_id() AS {_SEQ}")
 
 
-def dedup_in_arrival_order(rows: pa.Table, merger: RecordMerger) -> pa.Table:
-    """One file group's rows (:func:`with_arrival_order` numbered them) with one record per key:
-    repeated keys merged by ``merger`` in arrival order (:func:`tidemark.merge.dedup_records`, as
-    the batch dedup does), :data:`SEQ_COLUMN` dropped.
+def dedup_in_arrival_order(
+    rows: pa.Table, merge: MergeConfig, ordering_fields: Sequence[str], schema: pa.Schema
+) -> pa.Table:
+    """One file group's rows (:func:`with_arrival_order` numbered them) with one record per key,
+    as :func:`dedup_by_key` keeps it, :data:`SEQ_COLUMN` dropped.
 
-    All rows hold one partition path, so the record key alone is the key. When no key repeats
-    (the common case) this is one hash count of the keys and the rows come back as they are.
+    Commit-time and event-time ordering keep the row with the greatest ``ordering_fields`` (the
+    table's; a null below every value), then the latest arrival: one sort of the keys, however
+    often a key repeats. Other mergers (``merge.merger(schema)``) fold each key's rows in arrival
+    order (:func:`tidemark.merge.dedup_records`). All rows hold one partition path, so the record
+    key alone is the key. When no key repeats (the common case) this is one hash count of the
+    keys and the rows come back as they are.
     """
     seq = rows.column(_SEQ)
     rows = rows.drop_columns([_SEQ])
     if rows.num_rows <= 1 or pc.count_distinct(rows.column(RECORD_KEY), mode="all").as_py() == rows.num_rows:
         return rows
-    return dedup_records(merger, rows.take(pc.sort_indices(seq)), keys=[RECORD_KEY])
+    if merge.max_by_dedup:
+        ordering = [c for c in ordering_fields if c in rows.column_names]
+        return rows.take(_greatest_per_key(rows, ordering, seq))
+    return dedup_records(merge.merger(schema), rows.take(pc.sort_indices(seq)), keys=[RECORD_KEY])
+
+
+def _greatest_per_key(rows: pa.Table, ordering: Sequence[str], seq: pa.ChunkedArray) -> pa.Array:
+    """The position of each key's row with the greatest (ordering values, seq): a null first."""
+    ranking = pa.table([rows.column(RECORD_KEY), *(rows.column(c) for c in ordering), seq],
+                       names=[f"_{i}" for i in range(len(ordering) + 2)])
+    try:  # pyarrow >= 25: null placement per key
+        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending", "at_start") for c in ranking.column_names])
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending") for c in ranking.column_names],
+                                null_placement="at_start")
+    keys = rows.column(RECORD_KEY).take(order).combine_chunks()
+    n = len(keys)
+    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1))  # the last row of each key's run
+    return order.filter(pa.concat_arrays([last, pa.array([True])]))
 
 
 def dedup_by_key(df: DataFrame, layout: TableLayout, user_schema: pa.Schema) -> DataFrame:

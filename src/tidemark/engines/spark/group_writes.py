@@ -51,7 +51,7 @@ def file_group_writes(
         if _TASK in table.column_names:
             table = table.drop_columns([_TASK])
         if SEQ_COLUMN in table.column_names:  # every row of a key is here: dedup before the merge
-            table = dedup_in_arrival_order(table, spec.merge.merger(spec.schema))
+            table = dedup_in_arrival_order(table, spec.merge, spec.ordering_fields, spec.schema)
         token, task_partition = task_token()
         partition = table.column(PARTITION_PATH)[0].as_py()
         file_id = table.column(FILE_ID_COLUMN)[0].as_py()
