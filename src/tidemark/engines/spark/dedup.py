@@ -58,12 +58,13 @@ def dedup_in_arrival_order(
     table's; a null below every value), then the latest arrival: one sort of the keys, however
     often a key repeats. Other mergers (``merge.merger(schema)``) fold each key's rows in arrival
     order (:func:`tidemark.merge.dedup_records`). All rows hold one partition path, so the record
-    key alone is the key. When no key repeats (the common case) this is one hash count of the
-    keys and the rows come back as they are.
+    key alone is the key. When no key repeats (the common case) this is one hash pass over the
+    keys (their unique values) and the rows come back as they are.
     """
     seq = rows.column(_SEQ)
     rows = rows.drop_columns([_SEQ])
-    if rows.num_rows <= 1 or pc.count_distinct(rows.column(RECORD_KEY), mode="all").as_py() == rows.num_rows:
+    # unique, not count_distinct: the same answer in about a third of the time
+    if rows.num_rows <= 1 or len(pc.unique(rows.column(RECORD_KEY))) == rows.num_rows:
         return rows
     if merge.max_by_dedup:
         ordering = [c for c in ordering_fields if c in rows.column_names]
