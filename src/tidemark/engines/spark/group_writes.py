@@ -3,7 +3,9 @@
 The driver lays up to :data:`BALANCE_GROUPS` file groups out over the tasks by their expected
 cost (:mod:`tidemark.engines.spark.tasks`); beyond, Spark hashes them onto the tasks. Each
 group's rows meet in one ``applyInArrow`` call that merges them with its base file
-(:func:`tidemark.write.file_group.write_file_group`) and returns its write statistics.
+(:func:`tidemark.write.file_group.write_file_group`) and returns its write statistics. Rows
+that still carry their arrival order (an upsert whose batch dedup was left to the tasks) are
+deduplicated there first (:func:`tidemark.engines.spark.dedup.dedup_in_arrival_order`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from tidemark.engines.spark.connect import default_parallelism
+from tidemark.engines.spark.dedup import SEQ_COLUMN, dedup_in_arrival_order
 from tidemark.engines.spark.expressions import case_when, sql_text
 from tidemark.engines.spark.stats import STATS_DDL, stats_table, task_token
 from tidemark.engines.spark.tasks import balance, partition_keys
@@ -47,6 +50,8 @@ def file_group_writes(
     def write_group(table: pa.Table) -> pa.Table:
         if _TASK in table.column_names:
             table = table.drop_columns([_TASK])
+        if SEQ_COLUMN in table.column_names:  # every row of a key is here: dedup before the merge
+            table = dedup_in_arrival_order(table, spec.merge, spec.ordering_fields, spec.schema)
         token, task_partition = task_token()
         partition = table.column(PARTITION_PATH)[0].as_py()
         file_id = table.column(FILE_ID_COLUMN)[0].as_py()

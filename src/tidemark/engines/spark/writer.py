@@ -4,7 +4,7 @@ One write, as Spark jobs (the driver only ever collects small aggregates and
 write statistics, never keys or rows; a small batch's lookup uses Spark's
 broadcast joins)::
 
-    batch ── validate + key/partition columns ── dedup by key (merge by ordering field)
+    batch ── validate + key/partition columns ── dedup by key (an upsert: in the write tasks)
           ── index: left join with the keys of the latest base files of the touched partitions
           ── keep (local checkpoint) + count: new keys per partition, existing keys, null keys
           ── route: updates to their file group; inserts to small files / new groups by key hash
@@ -37,7 +37,7 @@ from tidemark.engines.spark.connect import (
     release_checkpoint,
     task_reachable_host,
 )
-from tidemark.engines.spark.dedup import dedup_by_key
+from tidemark.engines.spark.dedup import batch_dedup
 from tidemark.engines.spark.expressions import (
     HASH_COLUMN,
     bucket_of,
@@ -364,8 +364,8 @@ class SparkWritePipeline:
         )
 
     def dedup(self, df: DataFrame) -> DataFrame:
-        """One record per key, merged with the table's merger (:func:`.dedup.dedup_by_key`)."""
-        return dedup_by_key(df, self.layout, self.user_schema)
+        """One record per key, merged by the table merger, now or by the write tasks (:func:`.dedup.batch_dedup`)."""
+        return batch_dedup(df, self.layout, self.user_schema, self.operation)
 
     # -- the seam's tagging steps (tidemark.write.engine.WritePipeline) -----------------
     def look_up(
