@@ -29,7 +29,7 @@ from tidemark.errors import BaseFileGoneError, DataFileNotFoundError
 from tidemark.format.commit_metadata import WriteStat, read_avro
 from tidemark.recovery.clean import plan_clean, schedule_clean, superseded_base_file
 from tidemark.storage import LocalStorage
-from tidemark.timeline import Action, State, Timeline
+from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.timeline.history import HISTORY_DIR, read_manifest
 from tidemark.timeline.instant_time import parse_instant_time
 
@@ -261,6 +261,40 @@ def test_archival_bounds_the_active_timeline_and_reads_reach_the_history(tmp_pat
     assert rows_of(table.read_incremental(), COLUMNS) == expected
     # history files were merged by level (the LSM stays a handful of files)
     assert len(read_manifest(table.storage).files) < 6
+
+
+def test_a_timeline_listed_before_an_archival_still_reads_the_instants_it_moved(tmp_path: Path) -> None:
+    """Another process may archive (and compact the history) between a reader's listing and its
+    reads: the metadata of an instant archived meanwhile comes from the history, not an OSError."""
+    from tidemark.timeline import history as history_module
+    from tidemark.timeline import timeline as timeline_module
+
+    table = _table(tmp_path, **ARCHIVE)
+    first = [_upsert(table, (i, i)) for i in range(3)]
+    before = Timeline.load(table.storage)
+    expected = {i.requested_time: before.commit_metadata(i) for i in before.completed_data_instants}
+    raw = {c.instant_time: before.instant_bytes(before.get(c.instant_time)) for c in first}
+    for i in range(8):
+        _upsert(table, (50 + i, i))
+    with_history = Timeline.load(table.storage).with_history()
+    assert with_history.has_history
+    for i in range(40):  # more archivals: the history's level-0 files are merged and removed
+        _upsert(table, (100 + i, i))
+    active = {i.requested_time for i in Timeline.load(table.storage).completed}
+    assert not active & {c.instant_time for c in first}, "the first commits were never archived"
+    timeline_module._METADATA.clear()  # read the files again, as another process would
+    history_module._CONTENTS.clear()
+    for inst in before.completed_data_instants:
+        assert before.commit_metadata(inst).write_stats == expected[inst.requested_time].write_stats
+    for c in first:
+        assert before.instant_bytes(before.get(c.instant_time)) == raw[c.instant_time]
+    for inst in with_history.completed_data_instants:
+        assert with_history.commit_metadata(inst).write_stats, inst
+    ghost = Instant("20200101000000000", Action.COMMIT, State.COMPLETED, "20200101000000001")
+    with pytest.raises(InstantNotFoundError, match="load the timeline again"):
+        before.commit_metadata(ghost)
+    with pytest.raises(InstantNotFoundError, match="load the timeline again"):
+        before.instant_bytes(ghost)
 
 
 def test_archival_keeps_deltacommits_whose_logs_are_not_compacted(tmp_path: Path) -> None:

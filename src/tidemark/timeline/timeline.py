@@ -426,10 +426,16 @@ class Timeline:
         path = self.instant_path(instant)
         full = self._storage.full_path(path)
         if full not in _METADATA and self._archived_file(instant, path):
-            meta = CommitMetadata.from_bytes(self._history.metadata_bytes(instant))  # type: ignore[union-attr]
+            meta = CommitMetadata.from_bytes(self._history_bytes(instant))
             _METADATA[full] = meta
             return meta
-        return _read_commit_metadata(full, self._storage, path)
+        try:
+            return _read_commit_metadata(full, self._storage, path)
+        except FileNotFoundError:
+            # Archived by another process since this snapshot was listed: read it from the history.
+            meta = CommitMetadata.from_bytes(self._moved_bytes(instant, path), source=path)
+            _METADATA[full] = meta
+            return meta
 
     def instant_bytes(self, instant: Instant) -> bytes:
         """The raw content of a completed instant's file (from the history if it was archived).
@@ -439,8 +445,11 @@ class Timeline:
         """
         path = self.instant_path(instant)
         if self._archived_file(instant, path):
-            return self._history.metadata_bytes(instant)  # type: ignore[union-attr]
-        data = self._storage.read_bytes(path)
+            return self._history_bytes(instant)
+        try:
+            data = self._storage.read_bytes(path)
+        except FileNotFoundError:
+            return self._moved_bytes(instant, path)
         if not data and instant.is_completed and instant.action in NEVER_EMPTY_WHEN_COMPLETED:
             raise CorruptInstantError(path, "the file is empty", instant_time=instant.requested_time)
         return data
@@ -450,6 +459,37 @@ class Timeline:
         if self.layout_v1:
             return f"{LAYOUT_V1_DIR}/{v1_file_name(instant.requested_time, instant.action, instant.state)}"
         return f"{TIMELINE_DIR}/{instant.file_name}"
+
+    def _history_bytes(self, instant: Instant) -> bytes:
+        """The instant's metadata from the loaded history; from a fresh load of it if the
+        history was compacted since (its files are replaced, never edited)."""
+        assert self._history is not None
+        try:
+            return self._history.metadata_bytes(instant)
+        except FileNotFoundError:
+            return self._moved_bytes(instant, self.instant_path(instant))
+
+    def _moved_bytes(self, instant: Instant, path: str) -> bytes:
+        """The metadata of a completed instant whose active file is gone since this snapshot.
+
+        Archival writes the history before it deletes the instant files it moved there, so an
+        instant file that vanished under a reader is in the history now. Raises
+        InstantNotFoundError if it is not there either (a restore removed it).
+        """
+        if instant.is_completed and not self.layout_v1:
+            for _ in range(3):  # the history itself may be compacted while it is read: read it again
+                try:
+                    history = ArchivedTimeline.load(self._storage)
+                    if (instant.requested_time, instant.action) not in history.location:
+                        break
+                    return history.metadata_bytes(instant)
+                except FileNotFoundError:
+                    continue
+        raise InstantNotFoundError(
+            instant.requested_time,
+            f"{path} left the timeline while it was read (archived, rolled back or restored by another "
+            "writer); load the timeline again",
+        )
 
     def _archived_file(self, instant: Instant, path: str) -> bool:
         """Whether the instant's file left the active timeline for the (loaded) history."""
