@@ -25,6 +25,7 @@ from tidemark.merge import (
     PartialUpdateMerger,
     RecordMerger,
     dedup_records,
+    greatest_per_key,
     live_records,
     load_custom_merger,
     merge_records,
@@ -218,6 +219,27 @@ def test_dedup_folds_repeated_keys_in_arrival_order() -> None:
         dedup_records(CommitTimeMerger(), batch.drop_columns([OP])).column_names
         == batch.drop_columns([OP]).column_names
     )
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["p0", "p1"]), st.sampled_from("abcd"),
+                          st.one_of(st.none(), st.integers(0, 3)), st.one_of(st.none(), st.integers(0, 2))),
+                min_size=1, max_size=40))
+def test_greatest_per_key_keeps_what_the_event_time_fold_keeps(rows: list[Any]) -> None:
+    """The engines' one-sort dedup of whole records equals folding each key's rows in arrival
+    order with the event-time merger (nulls lose, ties go to the later row), on two ordering fields."""
+    batch = pa.table({
+        "_hoodie_partition_path": [p for p, _, _, _ in rows], KEY: [k for _, k, _, _ in rows],
+        "t1": pa.array([t for _, _, t, _ in rows], pa.int64()), "t2": pa.array([u for _, _, _, u in rows], pa.int64()),
+        "row": list(range(len(rows))),
+    })
+    keys = ["_hoodie_partition_path", KEY]
+    positions = greatest_per_key([batch.column(k) for k in keys], [batch.column("t1"), batch.column("t2")],
+                                 batch.column("row"))
+    kept = batch.take(positions).to_pylist()
+    assert [(r["_hoodie_partition_path"], r[KEY]) for r in kept] == sorted({(p, k) for p, k, _, _ in rows})
+    folded = dedup_records(EventTimeMerger(("t1", "t2")), batch, keys=keys).to_pylist()
+    assert sorted(r["row"] for r in kept) == sorted(r["row"] for r in folded)
 
 
 def test_merge_records_keeps_keys_of_both_sides() -> None:

@@ -7,6 +7,7 @@ from tidemark.merge.base import (
     MergeProperties,
     RecordMerger,
     dedup_records,
+    greatest_per_key,
     live_records,
     merge_records,
 )
@@ -42,6 +43,7 @@ __all__ = [
     "PartialUpdateMerger",
     "RecordMerger",
     "dedup_records",
+    "greatest_per_key",
     "live_records",
     "load_custom_merger",
     "merge_records",

@@ -269,6 +269,38 @@ def dedup_records(merger: RecordMerger, batch: pa.Table, *, keys: Sequence[str] 
     return result if had_op else result.drop_columns([OP_COLUMN])
 
 
+def greatest_per_key(
+    keys: Sequence[pa.Array | pa.ChunkedArray],
+    ordering: Sequence[pa.Array | pa.ChunkedArray],
+    arrival: pa.Array | pa.ChunkedArray,
+) -> pa.Array:
+    """The positions of one row per distinct ``keys`` tuple: the row with the greatest
+    ``ordering`` values (a null below every value), then the greatest ``arrival``. The positions
+    come in key order. One sort of the ranking columns only; the caller takes the rows.
+
+    This is the whole-record dedup of commit-time and event-time ordering (``max_by``), the
+    same in every engine.
+    """
+    columns = [*keys, *ordering, arrival]
+    ranking = pa.table(columns, names=[f"_{i}" for i in range(len(columns))])
+    try:  # pyarrow >= 25: null placement per sort key
+        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending", "at_start") for c in ranking.column_names])
+    except (TypeError, ValueError, pa.ArrowInvalid):
+        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending") for c in ranking.column_names],
+                                null_placement="at_start")
+    n = len(order)
+    if n <= 1:
+        return order
+    last = None  # the last row of each key's run in sorted order
+    for i in range(len(keys)):
+        ranked = ranking.column(i).take(order).combine_chunks()
+        differs = pc.not_equal(ranked.slice(0, n - 1), ranked.slice(1))
+        last = differs if last is None else pc.or_(last, differs)
+    if last is None:
+        return order.slice(n - 1)
+    return order.filter(pa.concat_arrays([last, pa.array([True])]))
+
+
 def live_records(records: pa.Table) -> pa.Table:
     """The records that are not deletes, without the op column."""
     if OP_COLUMN not in records.column_names:

@@ -36,6 +36,11 @@ T = TypeVar("T")
 PARALLEL_WRITE_BYTES = 64 * 1024 * 1024
 
 
+def runs_alone(weight: int, budget: int = PARALLEL_WRITE_BYTES) -> bool:
+    """Whether a task of ``weight`` expected bytes runs alone (no two such tasks fit the budget)."""
+    return 2 * weight > budget
+
+
 def write_threads(configured: int, tasks: int) -> int:
     """Threads for ``tasks`` file-group writes: one per core, fewer if ``configured`` (Hudi's
     shuffle parallelism option, > 0) or the number of tasks says so; never more than the cores
@@ -85,7 +90,7 @@ class WriteTasks:
             following = 0
             while following < len(tasks) and not failures and not self._cancelled.is_set():
                 weight = weights[following] if weights is not None else 0
-                if 2 * weight > budget:  # no two such tasks fit: it runs alone, in this thread, as the serial
+                if runs_alone(weight, budget):  # it runs alone, in this thread, as the serial
                     # loop would (its pages then come from the heap the index lookup freed them to)
                     finish(wait(running).done)
                     if failures:

@@ -17,14 +17,14 @@ import pyarrow.compute as pc
 
 from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
 from tidemark.engines.arrow.take import ChunkedRows
-from tidemark.engines.arrow.tasks import PARALLEL_WRITE_BYTES, WriteTasks, write_threads
+from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.format.parquet_file import read_data_file
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records
+from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, greatest_per_key
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, with_dictionary_choice, write_file_group, write_new_files
@@ -230,20 +230,9 @@ class ArrowWritePipeline:
         if not merge.max_by_dedup:
             return dedup_records(merge.merger(self.user_schema), frame, keys=keys)
         ordering = [c for c in self.layout.ordering_fields if c in frame.column_names]
-        indexed = frame.append_column(_SEQ, pa.array(range(frame.num_rows), pa.int64()))
-        names = [*keys, *ordering, _SEQ]
-        try:  # pyarrow >= 25: null placement per key
-            ranked = indexed.sort_by([(c, "ascending", "at_start") for c in names])
-        except (TypeError, ValueError, pa.ArrowInvalid):
-            ranked = indexed.sort_by([(c, "ascending") for c in names], null_placement="at_start")
-        n = ranked.num_rows
-        last = None
-        for k in keys:
-            col = ranked.column(k).combine_chunks()
-            differs = pc.not_equal(col.slice(0, n - 1), col.slice(1))
-            last = differs if last is None else pc.or_(last, differs)
-        mask = pa.concat_arrays([last, pa.array([True])]) if last is not None else pa.array([True] * n)
-        return ranked.filter(mask).drop_columns([_SEQ])
+        arrival = pa.array(np.arange(frame.num_rows, dtype=np.int64))
+        return frame.take(greatest_per_key([frame.column(k) for k in keys],
+                                           [frame.column(c) for c in ordering], arrival))
 
     # -- index --------------------------------------------------------------------------
     def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
@@ -404,7 +393,7 @@ class ArrowWritePipeline:
         # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
         # large file groups one at a time (their expected bytes: memory).
         expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
-        alone = len(runs) == 1 or (expected is not None and all(2 * w > PARALLEL_WRITE_BYTES for w in expected))
+        alone = len(runs) == 1 or (expected is not None and all(map(runs_alone, expected)))
         if alone and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
             spec = replace(spec, hash_threads=2)
         tasks: list[Callable[[], WriteStat]] = [
@@ -431,7 +420,7 @@ class ArrowWritePipeline:
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
-        runs, source = partition_rows(frame), ChunkedRows(frame)
+        runs = partition_rows(frame)
         spec = with_dictionary_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
         if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
@@ -447,6 +436,7 @@ class ArrowWritePipeline:
         else:
             if len(runs) == 1 and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
                 spec = replace(spec, hash_threads=2)
+            source = ChunkedRows(frame)
             tasks = [partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)]
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from tidemark.engines.spark.expressions import name
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
-from tidemark.merge import MergeConfig, dedup_records
+from tidemark.merge import MergeConfig, dedup_records, greatest_per_key
 from tidemark.write.engine import TableLayout
 from tidemark.write.operation import WriteOperation
 
@@ -68,23 +68,8 @@ def dedup_in_arrival_order(
         return rows
     if merge.max_by_dedup:
         ordering = [c for c in ordering_fields if c in rows.column_names]
-        return rows.take(_greatest_per_key(rows, ordering, seq))
+        return rows.take(greatest_per_key([rows.column(RECORD_KEY)], [rows.column(c) for c in ordering], seq))
     return dedup_records(merge.merger(schema), rows.take(pc.sort_indices(seq)), keys=[RECORD_KEY])
-
-
-def _greatest_per_key(rows: pa.Table, ordering: Sequence[str], seq: pa.ChunkedArray) -> pa.Array:
-    """The position of each key's row with the greatest (ordering values, seq): a null first."""
-    ranking = pa.table([rows.column(RECORD_KEY), *(rows.column(c) for c in ordering), seq],
-                       names=[f"_{i}" for i in range(len(ordering) + 2)])
-    try:  # pyarrow >= 25: null placement per key
-        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending", "at_start") for c in ranking.column_names])
-    except (TypeError, ValueError, pa.ArrowInvalid):
-        order = pc.sort_indices(ranking, sort_keys=[(c, "ascending") for c in ranking.column_names],
-                                null_placement="at_start")
-    keys = rows.column(RECORD_KEY).take(order).combine_chunks()
-    n = len(keys)
-    last = pc.not_equal(keys.slice(0, n - 1), keys.slice(1))  # the last row of each key's run
-    return order.filter(pa.concat_arrays([last, pa.array([True])]))
 
 
 def dedup_by_key(df: DataFrame, layout: TableLayout, user_schema: pa.Schema) -> DataFrame:
