@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from tidemark.engines.spark.connect import default_parallelism
-from tidemark.engines.spark.object_files import read_parquet_files
+from tidemark.engines.spark.object_files import read_local_parquet, read_parquet_files
 from tidemark.format.names import COMMIT_TIME
 from tidemark.format.schema import with_meta_columns
 from tidemark.merge import RecordMerger
@@ -100,7 +100,7 @@ def read_plan(
     if plain and location is not None:
         parts.append(read_parquet_files(spark, location, plain, arrow_schema))
     elif plain:
-        parts.append(spark.read.schema(schema).parquet(*plain))
+        parts.append(read_local_parquet(spark, plain, schema))
     if slices:
         if merger is None and any(logs for _, logs in slices):
             raise ValueError("the read plan merges log files: pass the table's record merger")
