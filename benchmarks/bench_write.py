@@ -661,6 +661,7 @@ def parse_event_log(events: list[dict[str, Any]]) -> tuple[dict[int, dict[str, A
     for job in jobs.values():
         ran = [stages[s] for s in job["stages"] if s in stages]
         job["stage_tasks"] = [s["tasks"] for s in ran]
+        job["stage_task_ms"] = [s["task_ms"] for s in ran]
         job["task_ms"] = sum(s["task_ms"] for s in ran)
     return jobs, execs
 
@@ -686,11 +687,13 @@ def breakdown(m: Measurement, jobs: dict[int, dict[str, Any]], execs: dict[int, 
             items.append({"start": ex["start"], "end": max([ex["end"]] + [j["end"] for j in mine]),
                           "what": _short_callsite(ex["what"]), "jobs": len(mine),
                           "stage_tasks": [t for j in mine for t in j["stage_tasks"]],
+                          "stage_task_ms": [t for j in mine for t in j["stage_task_ms"]],
                           "task_ms": sum(j["task_ms"] for j in mine)})
     for j in jobs.values():
         if j["exec"] is None and j["label"] == m.label:
             items.append({"start": j["start"], "end": j["end"], "what": _short_callsite(j["callsite"]) + " (job)",
-                          "jobs": 1, "stage_tasks": j["stage_tasks"], "task_ms": j["task_ms"]})
+                          "jobs": 1, "stage_tasks": j["stage_tasks"], "stage_task_ms": j["stage_task_ms"],
+                          "task_ms": j["task_ms"]})
     items.sort(key=lambda i: i["start"])
     covered = 0
     cur_s = cur_e = None
@@ -705,7 +708,9 @@ def breakdown(m: Measurement, jobs: dict[int, dict[str, Any]], execs: dict[int, 
     if cur_s is not None:
         covered += cur_e - cur_s
     rows = [{"what": it["what"], "offset_s": (it["start"] - lo) / 1000, "wall_s": (it["end"] - it["start"]) / 1000,
-             "jobs": it["jobs"], "stage_tasks": it["stage_tasks"], "task_s": it["task_ms"] / 1000} for it in items]
+             "jobs": it["jobs"], "stage_tasks": it["stage_tasks"],
+             "stage_task_s": [round(t / 1000, 2) for t in it["stage_task_ms"]], "task_s": it["task_ms"] / 1000}
+            for it in items]
     return {"total_s": m.seconds, "in_spark_s": covered / 1000, "driver_only_s": m.seconds - covered / 1000,
             "queries": rows}
 

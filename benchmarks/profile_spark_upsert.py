@@ -96,7 +96,7 @@ def main() -> int:
               f"driver only {b['driver_only_s']:.2f})")
         for q in b["queries"]:
             print(f"  +{q['offset_s']:6.2f}  {q['wall_s']:6.2f} s  tasks {q['stage_tasks']}  "
-                  f"task {q['task_s']:6.2f} s  {q['what']}")
+                  f"task {q['task_s']:6.2f} s {q['stage_task_s']}  {q['what']}")
     shutil.rmtree(args.work_dir, ignore_errors=True)
     return 0
 
