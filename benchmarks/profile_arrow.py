@@ -40,6 +40,7 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--serial", action="store_true", help="tidemark on one thread")
     p.add_argument("--cprofile", action="store_true", help="profile the last tidemark run")
+    p.add_argument("--callees", metavar="FUNCTION", help="with --cprofile: what FUNCTION spent its time in")
     p.add_argument("--top", type=int, default=30, help="rows of the profile, by own time")
     args = p.parse_args()
 
@@ -98,7 +99,10 @@ def main() -> int:
                       f"cpu {_cpu() - cpu:6.3f} s", flush=True)
                 shutil.rmtree(path, ignore_errors=True)
         if args.cprofile:
-            pstats.Stats(profile).sort_stats("tottime").print_stats(args.top)
+            stats = pstats.Stats(profile)
+            stats.sort_stats("tottime").print_stats(args.top)
+            if args.callees:
+                stats.sort_stats("cumulative").print_callees(args.callees)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
