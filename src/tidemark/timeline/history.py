@@ -31,6 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidemark.errors import CorruptTableError
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.storage import Storage
 from tidemark.timeline.instant import Action, Instant, State
@@ -123,6 +124,27 @@ class ArchivedTimeline:
 
     @classmethod
     def load(cls, storage: Storage) -> ArchivedTimeline:
+        """The history as its current manifest lists it.
+
+        An archiver in another process may merge the history while it is read and remove the
+        files of manifests older than the one before its own: the read then starts again from
+        the newer manifest. Raises CorruptTableError if a listed file is missing every time.
+        """
+        for attempt in range(_LOAD_ATTEMPTS):
+            try:
+                return cls._load(storage)
+            except FileNotFoundError as gone:
+                if attempt == _LOAD_ATTEMPTS - 1:
+                    missing = getattr(gone, "filename", None) or str(gone)
+                    raise CorruptTableError(
+                        f"a file of the archived timeline is missing ({missing}) though its manifest "
+                        f"lists it: restore {HISTORY_DIR} from a backup",
+                        path=HISTORY_DIR,
+                    ) from None
+        raise AssertionError("unreachable")
+
+    @classmethod
+    def _load(cls, storage: Storage) -> ArchivedTimeline:
         manifest = read_manifest(storage)
         found: dict[tuple[str, Action], tuple[Instant, str]] = {}
         # An instant lives in one file of the manifest; were it ever in two, both hold the same bytes.
@@ -154,6 +176,7 @@ class ArchivedTimeline:
 
 
 _CONTENTS: dict[str, dict[tuple[str, str], bytes]] = {}
+_LOAD_ATTEMPTS = 3
 
 
 def _read_table(storage: Storage, name: str, columns: Sequence[str] | None = None) -> pa.Table:
