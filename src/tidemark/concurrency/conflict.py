@@ -45,6 +45,7 @@ import pyarrow.compute as pc
 from tidemark.errors import (
     ClusteringConflictError,
     ConfigError,
+    InstantNotFoundError,
     RolledBackConflictError,
     SchemaConflictError,
     WriteConflictError,
@@ -148,7 +149,7 @@ def undone_by_rollback(
     if rollback.is_completed:
         try:
             rec = read_avro(timeline.instant_bytes(rollback))
-        except (FileNotFoundError, ValueError, EOFError):
+        except (FileNotFoundError, InstantNotFoundError, ValueError, EOFError):
             rec = {}
         target = target or next(iter(rec.get("commitsRollback") or []), None)
         for meta in (rec.get("partitionMetadata") or {}).values():

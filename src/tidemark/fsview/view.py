@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from tidemark.errors import MissingDataFileError
+from tidemark.errors import InstantNotFoundError, MissingDataFileError
 from tidemark.format.log_file import parse_log_file_name
 from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.fsview.legacy_logs import legacy_log_writer
@@ -259,7 +259,7 @@ class FileSystemView:
             if inst.action is Action.REPLACE_COMMIT and not self.timeline.is_completed(inst.requested_time):
                 try:
                     replacing = fresh.commit_metadata(inst).replaced_file_ids
-                except FileNotFoundError:  # archived meanwhile: its replaced groups were cleaned long ago
+                except (FileNotFoundError, InstantNotFoundError):  # gone meanwhile (a restore): nothing to add
                     continue
                 for partition, ids in replacing.items():
                     replaced_now.update((partition, f) for f in ids)
