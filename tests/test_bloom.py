@@ -280,6 +280,7 @@ def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int) -> 
     import numpy as np
     import pyarrow.compute as pc
 
+    from tidemark.format.bloom import footer_entries
     from tidemark.format.schema import with_meta_columns
     from tidemark.write.footer import FooterKeys
     from tidemark.write.spec import WriteSpec
@@ -295,4 +296,4 @@ def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int) -> 
             collected.add(pa.table({"_hoodie_record_key": keys.take(pa.array(part))}))
         footers.append(collected.footer(schema))
     assert footers[0][FOOTER_KEY] == footers[1][FOOTER_KEY]
-    assert footers[0][FOOTER_KEY] == BloomFilter.build(keys, num_entries=min(max(count, 1000), 60_000)).serialize()
+    assert footers[0][FOOTER_KEY] == BloomFilter.build(keys, num_entries=footer_entries(count)).serialize()

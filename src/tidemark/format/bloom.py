@@ -27,6 +27,7 @@ usually share few lengths), so a million keys cost well under a second.
 from __future__ import annotations
 
 import base64
+import bisect
 import math
 import struct
 from collections.abc import Callable, Sequence
@@ -394,15 +395,52 @@ class BloomFilter:
         return cls(size, hashes, keys_per_row, current, tuple(rows))
 
 
+def _footer_steps() -> tuple[int, ...]:
+    steps = [MIN_FOOTER_ENTRIES]
+    while steps[-1] < DEFAULT_NUM_ENTRIES:
+        steps.append(min(steps[-1] + steps[-1] // 4, DEFAULT_NUM_ENTRIES))
+    return tuple(steps)
+
+
+# The sizings of small files' filters: 1,000 keys, then a quarter more each step, up to 60,000.
+FOOTER_STEPS = _footer_steps()
+
+
 def footer_entries(num_keys: int) -> int:
     """Keys per row of the filter tidemark writes for a file of ``num_keys`` keys.
 
     Hudi sizes every file's filter for 60,000 keys (about 430 KB of footer, even for a file of
     three rows); its readers take the sizing from the serialized filter, so any sizing reads.
-    tidemark sizes small files' filters to their keys (at least 1,000) at the same
-    false-positive rate, and uses Hudi's own sizing, byte for byte, from 60,000 keys up.
+    tidemark sizes a small file's filter to the first of :data:`FOOTER_STEPS` that holds its
+    keys, at the same false-positive rate, and uses Hudi's own sizing, byte for byte, from
+    60,000 keys up. The steps leave room: a rewrite that adds a few keys to a file usually
+    keeps its sizing, and then its stored filter's bits (:func:`with_added_keys`).
     """
-    return min(max(num_keys, MIN_FOOTER_ENTRIES), DEFAULT_NUM_ENTRIES)
+    return FOOTER_STEPS[bisect.bisect_left(FOOTER_STEPS, min(num_keys, DEFAULT_NUM_ENTRIES))]
+
+
+def with_added_keys(stored: BloomFilter, keys: pa.Array, total: int) -> BloomFilter | None:
+    """The filter of a file of ``total`` keys: every key ``stored`` was built from, plus ``keys``.
+
+    The same filter (the same bytes) as a build of the file's keys anew, at the cost of hashing
+    only ``keys``: in a one-row filter a key's bits do not depend on its place in the file. None
+    when that does not hold (``stored`` is not one row of the sizing tidemark gives ``total``
+    keys, or ``total`` keys need more than one row): then build the filter from all the keys.
+    """
+    entries = footer_entries(total)
+    if (
+        len(stored.rows) != 1
+        or total > entries
+        or stored.keys_per_row != entries
+        or stored.vector_size != bit_size(entries, DEFAULT_FPP)
+        or stored.hashes != num_hashes(stored.vector_size, entries)
+    ):
+        return None
+    bits = stored.rows[0].copy()
+    for _, matrix in _utf8_groups(keys):
+        for start in range(0, len(matrix), CHUNK_KEYS):
+            _place_chunk(bits, matrix[start : start + CHUNK_KEYS], stored.hashes, stored.vector_size, None)
+    return BloomFilter(stored.vector_size, stored.hashes, entries, total, (bits,))
 
 
 def footer_size(num_keys: int) -> int:
@@ -433,11 +471,12 @@ def footer_metadata(
     return range_footer(bounds["min"].as_py(), bounds["max"].as_py(), bloom if with_filter else None)
 
 
-def range_footer(min_key: str, max_key: str, bloom: BloomBuilder | None) -> dict[str, str]:
+def range_footer(min_key: str, max_key: str, bloom: BloomBuilder | BloomFilter | None) -> dict[str, str]:
     """The footer entries of a base file whose keys span ``min_key``..``max_key`` (in byte
     order, as Hudi compares them), with ``bloom``'s filter if one is given."""
     footer = {MIN_KEY_KEY: min_key, MAX_KEY_KEY: max_key}
     if bloom is not None:
-        footer[FOOTER_KEY] = bloom.build().serialize()
+        built = bloom.build() if isinstance(bloom, BloomBuilder) else bloom
+        footer[FOOTER_KEY] = built.serialize()
         footer[TYPE_CODE_KEY] = TYPE_CODE
     return footer

@@ -84,9 +84,11 @@ def iter_data_file(
     path: str | None = None,
     schema: pa.Schema,
     batch_size: int,
+    metadata: pq.FileMetaData | None = None,
 ) -> Iterator[pa.Table]:
     """The rows of one parquet data file as tables of at most ``batch_size`` rows, read as
     ``schema`` (absent columns null, types cast, as :func:`read_data_file` with a schema).
+    ``metadata``: the file's, if the caller read it already (:func:`read_file_metadata`).
 
     Pages are decoded as the batches are taken, so a file is never held decoded whole.
     Raises CorruptDataFileError as :func:`read_data_file` does.
@@ -95,7 +97,7 @@ def iter_data_file(
         # Pages read through a buffered stream, without pre-buffering: either would otherwise
         # hold a whole row group's column chunks in memory at once (pyarrow's dataset scanner
         # decodes a row group's columns ahead of the batches: ~4x the slice's size).
-        stored = pq.ParquetFile(full_path, pre_buffer=False, buffer_size=STREAM_BUFFER)
+        stored = pq.ParquetFile(full_path, metadata=metadata, pre_buffer=False, buffer_size=STREAM_BUFFER)
         stored_schema = stored.schema_arrow  # built anew on every access
         present = [f for f in schema if f.name in stored_schema.names]
         # String columns asked for as dictionaries come straight from the file's dictionary pages:
@@ -115,6 +117,17 @@ def iter_data_file(
         for batch in stored.iter_batches(batch_size=batch_size, columns=names, use_threads=False):
             columns = [batch.column(f.name) if f.name in names else pa.nulls(batch.num_rows, f.type) for f in schema]
             yield pa.Table.from_arrays(columns, schema=schema)
+    except FileNotFoundError:
+        raise
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise _corrupt(exc, path or str(full_path)) from None
+
+
+def read_file_metadata(full_path: DataSource, *, path: str | None = None) -> pq.FileMetaData:
+    """The parquet metadata (footer) of one data file. Raises CorruptDataFileError as
+    :func:`read_data_file` does, FileNotFoundError if the file is gone."""
+    try:
+        return pq.read_metadata(full_path)
     except FileNotFoundError:
         raise
     except (pa.ArrowInvalid, OSError) as exc:

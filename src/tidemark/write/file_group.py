@@ -33,11 +33,11 @@ from tidemark.format.names import (
     join_partition,
     new_file_id,
 )
-from tidemark.format.parquet_file import iter_data_file
+from tidemark.format.parquet_file import iter_data_file, read_file_metadata
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
-from tidemark.write.footer import BaseFileWriter, FooterKeys, open_base_file
+from tidemark.write.footer import BaseFileWriter, FooterKeys, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
 from tidemark.write.spec import WriteSpec
@@ -162,8 +162,14 @@ def write_file_group(
     incoming = _conform_incoming(incoming, spec.schema)
     num_updates = num_deletes = 0
     prev_commit = None
+    source = metadata = None
+    if base_file is not None:
+        source = storage.open_input(base_file)
+        metadata = read_file_metadata(source, path=base_file)
     output = storage.open_output(rel_path)
-    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS)
+    # The base file's bloom filter comes along: only the keys this write adds get hashed.
+    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
+                         stored=stored_filter(metadata) if metadata is not None and spec.bloom_filter else None)
     if base_file is not None:
         prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
         # The stored rows stream through in slices: the ones the batch does not touch go
@@ -183,8 +189,8 @@ def write_file_group(
 
         touched_pieces = []
         first_row = 0
-        for piece in iter_data_file(storage.open_input(base_file), path=base_file, schema=read_schema,
-                                    batch_size=STREAM_ROWS):
+        for piece in iter_data_file(source, path=base_file, schema=read_schema, batch_size=STREAM_ROWS,
+                                    metadata=metadata):
             if touched_rows is None:
                 hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
             else:  # the known positions of this slice: no hash table of the batch's keys per slice
@@ -195,13 +201,15 @@ def write_file_group(
                 hit = pa.array(mask)
             first_row += piece.num_rows
             touched_pieces.append(piece.filter(hit))
-            out.write(as_written(piece.filter(pc.invert(hit))))
+            kept = piece.filter(pc.invert(hit))
+            out.write(as_written(kept), stored_rows=kept.num_rows)
         # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
         touched = pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces else plain_schema.empty_table()
         if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
             held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
             if not pc.all(held).as_py():
-                out.write(as_written(touched.filter(pc.invert(held))))
+                untouched = touched.filter(pc.invert(held))
+                out.write(as_written(untouched), stored_rows=untouched.num_rows)
                 touched = touched.filter(held)
         touched = as_written(touched).sort_by(RECORD_KEY)
         # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
@@ -223,7 +231,8 @@ def write_file_group(
         changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
         updates = merged.filter(changed)
         num_updates = updates.num_rows
-        out.write(touched.filter(unchanged))
+        as_is = touched.filter(unchanged)
+        out.write(as_is, stored_rows=as_is.num_rows)
     else:
         updates = incoming.slice(0, 0)
         fresh_mask = None
@@ -239,7 +248,9 @@ def write_file_group(
     # writer's row group are built for one slice at a time, not for all the new rows at once.
     for start in range(0, fresh.num_rows, STREAM_ROWS):
         piece = fresh.slice(start, STREAM_ROWS)
-        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start))
+        # The updates lead ``fresh``: their keys are the base file's.
+        stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
+        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
     out.close()
     file_size = output.commit()
     return WriteStat(

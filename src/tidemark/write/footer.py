@@ -10,13 +10,24 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidemark.format.bloom import BloomBuilder, footer_metadata, range_footer
+from tidemark.format.bloom import (
+    DEFAULT_NUM_ENTRIES,
+    FOOTER_KEY,
+    TYPE_CODE_KEY,
+    BloomBuilder,
+    BloomFilter,
+    BloomFilterError,
+    footer_metadata,
+    range_footer,
+    with_added_keys,
+)
 from tidemark.format.names import RECORD_KEY
 from tidemark.format.schema import file_avro_schema_json
 from tidemark.write.meta_columns import arrow_schema_entry, stored_schema
@@ -73,24 +84,29 @@ class BaseFileWriter:
     become one row group and one write, not three. Only the footer's keys are kept until close.
     """
 
-    def __init__(self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any, min_rows: int = 0) -> None:
+    def __init__(
+        self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any, min_rows: int = 0,
+        stored: StoredFilter | None = None,
+    ) -> None:
         self._sink = sink
         self._spec = spec
         self._options = options
         self._min_rows = min_rows
         self.schema = stored_schema(spec.schema)  # what the pieces are given as (file name: a dictionary)
         self._writer: pq.ParquetWriter | None = None
-        self._footer = FooterKeys(spec)
+        self._footer = FooterKeys(spec, stored)
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self.rows = 0
 
-    def write(self, rows: pa.Table) -> None:
+    def write(self, rows: pa.Table, stored_rows: int = 0) -> None:
+        """Write ``rows``; their first ``stored_rows`` hold keys of the base file this one
+        replaces (see ``stored`` of :class:`FooterKeys`)."""
         if rows.num_rows == 0:
             return
         if rows.schema != self.schema:  # a piece with the file name as plain strings
             rows = rows.cast(self.schema)
-        self._footer.add(rows)  # hashed on a thread of its own while the rows are encoded
+        self._footer.add(rows, stored_rows)  # hashed on a thread of its own while the rows are encoded
         self.rows += rows.num_rows
         self._held.append(rows)
         self._held_rows += rows.num_rows
@@ -123,15 +139,45 @@ def open_base_file(sink: str | pa.NativeFile, schema: pa.Schema, options: dict[s
     return writer
 
 
+@dataclass(frozen=True)
+class StoredFilter:
+    """The bloom filter in the footer of the base file a rewrite replaces, and the number of
+    rows (keys) it was built from."""
+
+    bloom: BloomFilter
+    keys: int
+
+
+def stored_filter(metadata: pq.FileMetaData) -> StoredFilter | None:
+    """The bloom filter of a base file from its parquet metadata; None when it has none, or one
+    that cannot be carried into a rewrite (not one row, unreadable: the rewrite builds anew)."""
+    kv = metadata.metadata or {}
+    text = kv.get(FOOTER_KEY.encode())
+    if text is None or metadata.num_rows > DEFAULT_NUM_ENTRIES:
+        return None
+    try:
+        bloom = BloomFilter.parse(text, kv.get(TYPE_CODE_KEY.encode(), b"").decode())
+    except BloomFilterError:
+        return None
+    return StoredFilter(bloom, metadata.num_rows) if len(bloom.rows) == 1 else None
+
+
 class FooterKeys:
     """Collects the record keys of a base file written in pieces, for its footer at close.
 
     The keys' bloom filter is built on threads of their own as pieces arrive (``spec.hash_threads``:
     two when the write has a core to spare): numpy and pyarrow release the GIL, so hashing
     overlaps with encoding the rows.
+
+    ``stored``: the filter of the base file a rewrite replaces (:func:`stored_filter`). The keys
+    the caller marks as stored are then kept, not hashed; at close, when every stored key was
+    written again and the file's sizing is the stored filter's, the filter is the stored one
+    with the new keys added (:func:`~tidemark.format.bloom.with_added_keys`: the same bytes, a
+    fraction of the hashing); otherwise it is built from the kept keys. A file that grows past
+    one filter row stops keeping keys and hashes them as they come.
     """
 
-    def __init__(self, spec: WriteSpec) -> None:
+    def __init__(self, spec: WriteSpec, stored: StoredFilter | None = None) -> None:
         self.table_name = table_name_of(spec.base_path, spec.table_name)
         self.bloom_filter = spec.bloom_filter
         self._threads = max(1, spec.hash_threads)
@@ -142,8 +188,13 @@ class FooterKeys:
         self._bloom = BloomBuilder() if spec.bloom_filter else None
         self._hasher: ThreadPoolExecutor | None = None
         self._hashing: list[Future[None]] = []
+        self._stored = stored if spec.bloom_filter else None
+        self._kept: list[tuple[pa.Array, int]] = []  # while carrying: (keys, how many lead ones are stored)
+        self._kept_count = 0
 
-    def add(self, rows: pa.Table) -> None:
+    def add(self, rows: pa.Table, stored_rows: int = 0) -> None:
+        """Count in the keys of ``rows`` (written in this order); the first ``stored_rows`` of
+        them are keys of the stored base file."""
         chunks = [c for c in rows.column(RECORD_KEY).chunks if len(c)]
         if not chunks:
             return
@@ -155,18 +206,50 @@ class FooterKeys:
         self._max_key = high if self._max_key is None or high > self._max_key else self._max_key
         if self._bloom is None:
             return
+        whole = keys.combine_chunks()
+        if self._stored is not None:
+            self._kept.append((whole, stored_rows))
+            self._kept_count += len(whole)
+            if self._kept_count <= DEFAULT_NUM_ENTRIES:
+                return
+            self._stored = None  # more than one row: the kept keys are hashed as any others
+            kept, self._kept = self._kept, []
+            for piece, _ in kept:
+                self._hash(piece)
+            return
+        self._hash(whole)
+
+    def _hash(self, keys: pa.Array) -> None:
+        assert self._bloom is not None
         if self._hasher is None:
             self._hasher = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix="tidemark-bloom")
-        whole = keys.combine_chunks()
         # The keys are counted in here, in file order; their bits are set on the hashing threads,
         # in pieces that may run side by side (a key's place in the filter is fixed by its count).
-        step = -(-len(whole) // self._threads)
-        for start in range(0, len(whole), step):
-            for place in self._bloom.reserve(whole.slice(start, step)):
+        step = -(-len(keys) // self._threads)
+        for start in range(0, len(keys), step):
+            for place in self._bloom.reserve(keys.slice(start, step)):
                 self._hashing.append(self._hasher.submit(place))
+
+    def _carried(self) -> BloomFilter | None:
+        """The stored filter with the new keys added, if it is this file's (see the class)."""
+        stored = self._stored
+        if stored is None or sum(n for _, n in self._kept) != stored.keys:
+            return None
+        new = [keys.slice(n) for keys, n in self._kept if n < len(keys)]
+        added = pa.concat_arrays(new) if new else pa.array([], pa.string())
+        return with_added_keys(stored.bloom, added, self._kept_count)
 
     def footer(self, schema: pa.Schema) -> dict[str, str]:
         """The footer of a file of ``schema`` holding the keys added."""
+        bloom: BloomBuilder | BloomFilter | None = self._bloom
+        if self._stored is not None:
+            carried = self._carried()
+            if carried is not None:
+                bloom = carried
+            else:
+                for keys, _ in self._kept:
+                    self._hash(keys)
+            self._kept = []
         try:
             for done in self._hashing:
                 done.result()
@@ -175,7 +258,7 @@ class FooterKeys:
                 self._hasher.shutdown(wait=True)
                 self._hasher = None
         footer = {} if self._min_key is None or self._max_key is None else range_footer(
-            self._min_key, self._max_key, self._bloom if self.bloom_filter else None)
+            self._min_key, self._max_key, bloom if self.bloom_filter else None)
         return with_avro_schema(footer, schema, self.table_name)
 
 
