@@ -227,6 +227,17 @@ class BloomBuilder:
         self._bits: np.ndarray | None = None  # (fill rows, vector size), allocated once sized
         self._entries: int | None = num_entries
 
+    @classmethod
+    def resuming(cls, stored: BloomFilter, count: int) -> BloomBuilder:
+        """A builder sized as ``stored`` (one row) that already holds ``stored``'s bits as the
+        filter of ``count`` keys added: keys added next land as they would after those."""
+        builder = cls(num_entries=stored.keys_per_row)
+        rows = _fill_rows(stored.keys_per_row, builder._max_entries)
+        builder._bits = np.zeros((rows, stored.vector_size), dtype=bool)
+        builder._bits[0] = stored.rows[0]
+        builder._count = count
+        return builder
+
     def add(self, keys: pa.Array | Sequence[str]) -> None:
         for place in self.reserve(keys):
             place()
@@ -436,11 +447,9 @@ def with_added_keys(stored: BloomFilter, keys: pa.Array, total: int) -> BloomFil
         or stored.hashes != num_hashes(stored.vector_size, entries)
     ):
         return None
-    bits = stored.rows[0].copy()
-    for _, matrix in _utf8_groups(keys):
-        for start in range(0, len(matrix), CHUNK_KEYS):
-            _place_chunk(bits, matrix[start : start + CHUNK_KEYS], stored.hashes, stored.vector_size, None)
-    return BloomFilter(stored.vector_size, stored.hashes, entries, total, (bits,))
+    builder = BloomBuilder.resuming(stored, total - len(keys))
+    builder.add(keys)
+    return builder.build()
 
 
 def footer_size(num_keys: int) -> int:

@@ -201,17 +201,13 @@ def write_file_group(
                 hit = pa.array(mask)
             first_row += piece.num_rows
             touched_pieces.append(piece.filter(hit))
-            kept = piece.filter(pc.invert(hit))
-            out.write(as_written(kept), stored_rows=kept.num_rows)
-            del kept  # a slice's rows, not to be held while the next slice is read
+            out.write_stored(as_written(piece.filter(pc.invert(hit))))
         # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
         touched = pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces else plain_schema.empty_table()
         if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
             held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
             if not pc.all(held).as_py():
-                untouched = touched.filter(pc.invert(held))
-                out.write(as_written(untouched), stored_rows=untouched.num_rows)
-                del untouched
+                out.write_stored(as_written(touched.filter(pc.invert(held))))
                 touched = touched.filter(held)
         touched = as_written(touched).sort_by(RECORD_KEY)
         # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
@@ -233,9 +229,7 @@ def write_file_group(
         changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
         updates = merged.filter(changed)
         num_updates = updates.num_rows
-        as_is = touched.filter(unchanged)
-        out.write(as_is, stored_rows=as_is.num_rows)
-        del as_is
+        out.write_stored(touched.filter(unchanged))
     else:
         updates = incoming.slice(0, 0)
         fresh_mask = None

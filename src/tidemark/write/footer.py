@@ -113,6 +113,10 @@ class BaseFileWriter:
         if 2 * self._held_rows >= self._min_rows:  # a slice of a large file goes out as it is
             self._flush()
 
+    def write_stored(self, rows: pa.Table) -> None:
+        """Write ``rows`` that all hold keys of the base file this one replaces."""
+        self.write(rows, rows.num_rows)
+
     def _flush(self) -> None:
         if not self._held:
             return
