@@ -84,14 +84,20 @@ def test_the_spark_engine_prunes_by_footer_and_loses_no_match(
     with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark.bloom_index"):
         result = table.upsert(spark.createDataFrame(pa.Table.from_pylist(updates + fresh).to_pandas()))
     reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bloom index")]
-    # The batch's keys live in batch 3's two files (one per partition): the other ten are never read.
-    assert reports and reports[0].startswith("bloom index: 2 of 12 base files read")
+    # An upsert needs no stored key: each key's one possible file comes from the footers.
+    assert reports == ["bloom index: keys located by the footers of 12 base files, no stored key read"]
     assert result.num_updates == len(updates) and result.num_inserts == len(fresh)
     model.update({r["id"]: r for r in updates + fresh})
     assert {r["id"]: r for r in _arrow(table.read()).select(columns).to_pylist()} == model
     assert {r["id"]: r for r in hudi_rs_read(table.path).select(columns).to_pylist()} == model
     gone = [{"id": "k050004", "part": "p0", "ts": 3, "v": "x"}]
-    assert table.delete(spark.createDataFrame(pa.Table.from_pylist(gone).to_pandas())).num_deletes == 1
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark.bloom_index"):
+        deleted = table.delete(spark.createDataFrame(pa.Table.from_pylist(gone).to_pandas()))
+    reports = [r.getMessage() for r in caplog.records if r.getMessage().startswith("bloom index")]
+    # A delete reads the keys of the files that may hold them: in partition p0, batch 5's file only.
+    assert reports and reports[0].startswith("bloom index: 1 of 6 base files read")
+    assert deleted.num_deletes == 1
     model.pop("k050004")
     assert {r["id"]: r for r in hudi_rs_read(table.path).select(columns).to_pylist()} == model
 

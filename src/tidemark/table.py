@@ -250,7 +250,7 @@ class Table:
         cfg = self.config
         layout = TableLayout(cfg.record_key_fields, cfg.partition_fields, cfg.ordering_fields,
                              cfg.hive_style_partitioning, merge=MergeConfig.of_table(cfg), bucket=bucket_spec(cfg),
-                             url_encode=cfg.partition_url_encode)
+                             url_encode=cfg.partition_url_encode, merge_on_read=cfg.table_type == MERGE_ON_READ)
         return self.engine.pipelines(layout, self.write_config)
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:

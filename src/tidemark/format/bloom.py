@@ -205,6 +205,24 @@ def _place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, r
             flat[index] = True
 
 
+def hash_chains(keys: pa.Array, count: int) -> np.ndarray:
+    """The first ``count`` hashes of each key's chain, one row per key (uint32). They are the
+    same for every filter: only the bit positions depend on a filter's vector size, so keys
+    probed against many files' filters are hashed once (:meth:`BloomFilter.holds_hashed`)."""
+    chains = np.empty((len(keys), count), dtype=np.uint32)
+    for positions, matrix in _utf8_groups(keys):
+        for start in range(0, len(positions), CHUNK_KEYS):
+            chunk = matrix[start : start + CHUNK_KEYS]
+            rows = positions[start : start + CHUNK_KEYS]
+            k, tail = _seed_free_parts(chunk)
+            h = np.zeros(len(rows), dtype=np.uint32)
+            scratch = np.empty_like(h)
+            for i in range(count):
+                _next_hash(h, k, tail, chunk.shape[1], scratch)
+                chains[rows, i] = h
+    return chains
+
+
 class BloomBuilder:
     """Builds the filter of keys added in pieces, in insertion order.
 
@@ -328,6 +346,20 @@ class BloomFilter:
             for start in range(0, len(positions), CHUNK_KEYS):
                 chunk = matrix[start : start + CHUNK_KEYS]
                 result[positions[start : start + CHUNK_KEYS]] = self._probe(chunk, stop_at_first=False)
+        return result
+
+    def holds_hashed(self, chains: np.ndarray) -> np.ndarray:
+        """For keys given by their hash chains (:func:`hash_chains`, at least :attr:`hashes`
+        long): False where the file surely does not hold the key, True where it may. The chains
+        are computed once for keys probed against many filters."""
+        if chains.shape[1] < self.hashes:
+            raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
+        n = chains.shape[0]
+        where = _positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
+        where = where.reshape(n, self.hashes)
+        result = np.zeros(n, dtype=bool)
+        for bits in self.rows:
+            result |= bits[where].all(axis=1)
         return result
 
     def holds_any(self, keys: pa.Array | Sequence[str]) -> bool:

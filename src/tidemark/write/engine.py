@@ -41,6 +41,7 @@ class TableLayout:
     merge: MergeConfig = MergeConfig()  # batch dedup merges repeated keys with the table's merger
     bucket: BucketSpec | None = None  # bucket index (None: simple index)
     url_encode: bool = False  # hoodie.datasource.write.partitionpath.urlencode: escape partition values
+    merge_on_read: bool = False  # updates go to logs, which the index (base files only) does not read
 
 
 @dataclass(frozen=True)

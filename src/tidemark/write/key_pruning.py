@@ -22,9 +22,11 @@ from tidemark.format.bloom import (
     FOOTER_KEY,
     MAX_KEY_KEY,
     MIN_KEY_KEY,
+    TYPE_CODE,
     TYPE_CODE_KEY,
     BloomFilter,
     BloomFilterError,
+    hash_chains,
 )
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
@@ -115,6 +117,11 @@ class KeyFooter:
     bloom: bytes | None = None
     bloom_type: str = ""
 
+    @property
+    def has_filter(self) -> bool:
+        """Whether the footer holds a bloom filter of the type tidemark reads."""
+        return self.bloom is not None and self.bloom_type == TYPE_CODE
+
 
 def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | None]:
     """The min and max of integer column ``field`` over every row group, if all have statistics."""
@@ -155,6 +162,17 @@ def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str |
     return footers
 
 
+def parsed_filter(footer: KeyFooter) -> BloomFilter | None:
+    """The footer's bloom filter, or None: none, or one that cannot be read (which then rules
+    nothing out: the keys are read instead)."""
+    if footer.bloom is None:
+        return None
+    try:
+        return BloomFilter.parse(footer.bloom, footer.bloom_type)
+    except BloomFilterError:
+        return None
+
+
 class KeyProbe:
     """Probes chunks of a batch's keys against many files' footers (:func:`read_key_footers`).
 
@@ -173,13 +191,7 @@ class KeyProbe:
 
     def _bloom(self, i: int) -> BloomFilter | None:
         if i not in self._blooms:
-            footer, bloom = self.footers[i], None
-            if footer.bloom is not None:
-                try:
-                    bloom = BloomFilter.parse(footer.bloom, footer.bloom_type)
-                except BloomFilterError:
-                    bloom = None  # a filter we cannot read prunes nothing; the keys are read instead
-            self._blooms[i] = bloom
+            self._blooms[i] = parsed_filter(self.footers[i])
         return self._blooms[i]
 
     def add(self, keys: pa.Array, partitions: pa.Array | None = None, int_keys: pa.Array | None = None) -> None:
@@ -229,7 +241,93 @@ class KeyProbe:
             self.verdicts[i] = MAY_HOLD
 
 
+# What :meth:`KeyLocator.locate` says of a key besides a file's index.
+NO_FILE, SEVERAL_FILES = -1, -2
+
+
+class KeyLocator:
+    """Which base file holds each key, from the files' footers alone, wherever that is certain.
+
+    A key is in at most one base file of its partition, and a file whose footer rules a key out
+    (key range, bloom filter) surely does not hold it. So a key that exactly one file of its
+    partition may hold is in that file or in no file at all, and a key that no file may hold
+    is new: neither needs a stored key read. Only a key that several files may hold (a false
+    positive of some file's filter) does: :data:`SEVERAL_FILES`. A file without a readable
+    filter may hold every key in its range.
+
+    Each key is hashed once for all the filters (:func:`~tidemark.format.bloom.hash_chains`);
+    each filter is parsed once per locator. Made where the keys are (a Spark task).
+    """
+
+    def __init__(self, footers: list[KeyFooter]) -> None:
+        self.footers = footers
+        self._filters = [parsed_filter(f) for f in footers]
+        self._hashes = max((f.hashes for f in self._filters if f is not None), default=0)
+        self._by_partition: dict[str, list[int]] = {}
+        for i, footer in enumerate(footers):
+            self._by_partition.setdefault(footer.partition_path, []).append(i)
+
+    def locate(
+        self, keys: pa.Array, partitions: pa.Array | None = None, int_keys: pa.Array | None = None
+    ) -> np.ndarray:
+        """For each of ``keys`` (record-key text; a null key is in no file): the index in
+        ``footers`` of the one file that may hold it, :data:`NO_FILE` or :data:`SEVERAL_FILES`.
+        ``partitions``: each key's partition path (None: a key may be in any file);
+        ``int_keys``: the integer key field's values, for the files' integer ranges."""
+        n = len(keys)
+        found = np.full(n, NO_FILE, dtype=np.int32)
+        hits = np.zeros(n, dtype=np.int8)
+        if n == 0 or not self.footers:
+            return found
+        valid = pc.is_valid(keys).to_numpy(zero_copy_only=False)
+        text = pc.fill_null(keys, "") if not valid.all() else keys
+        groups: list[tuple[np.ndarray, list[int]]]
+        if partitions is None:
+            groups = [(np.flatnonzero(valid), list(range(len(self.footers))))]
+        else:
+            encoded = pc.dictionary_encode(partitions).combine_chunks() if isinstance(
+                partitions, pa.ChunkedArray) else pc.dictionary_encode(partitions)
+            codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+            groups = []
+            for code, path in enumerate(encoded.dictionary.to_pylist()):
+                members = self._by_partition.get(path)
+                if members:
+                    groups.append((np.flatnonzero((codes == code) & valid), members))
+        filters, count = self._filters, self._hashes
+        wanted = np.unique(np.concatenate([rows for rows, _ in groups])) if groups else np.zeros(0, np.int64)
+        chains = np.zeros((n, count), dtype=np.uint32)
+        if count and len(wanted):
+            chains[wanted] = hash_chains(text.take(pa.array(wanted)), count)
+        for rows, members in groups:
+            if not len(rows):
+                continue
+            row_keys = text.take(pa.array(rows))
+            row_ints = int_keys.take(pa.array(rows)) if int_keys is not None else None
+            for i in members:
+                chosen = rows[self._in_range(self.footers[i], row_keys, row_ints)]
+                bloom = filters[i]
+                if bloom is not None and len(chosen):
+                    chosen = chosen[bloom.holds_hashed(chains[chosen])]
+                hits[chosen] = np.minimum(hits[chosen] + 1, 2)
+                found[chosen] = i
+        found[hits > 1] = SEVERAL_FILES
+        return found
+
+    @staticmethod
+    def _in_range(footer: KeyFooter, keys: pa.Array, ints: pa.Array | None) -> np.ndarray:
+        """Which ``keys`` lie within the file's key range (all of them if it has none)."""
+        inside = None
+        if footer.int_low is not None and footer.int_high is not None and ints is not None:
+            inside = pc.and_(pc.greater_equal(ints, footer.int_low), pc.less_equal(ints, footer.int_high))
+        elif footer.low is not None and footer.high is not None:
+            inside = pc.and_(pc.greater_equal(keys, footer.low), pc.less_equal(keys, footer.high))
+        if inside is None:
+            return np.ones(len(keys), dtype=bool)
+        return pc.fill_null(inside, False).to_numpy(zero_copy_only=False)
+
+
 __all__ = [
-    "MAY_HOLD", "NOT_IN_BLOOM", "OUT_OF_RANGE", "KeyFooter", "KeyProbe", "PruneStats", "files_that_may_hold",
+    "MAY_HOLD", "NO_FILE", "NOT_IN_BLOOM", "OUT_OF_RANGE", "SEVERAL_FILES", "KeyFooter", "KeyLocator", "KeyProbe",
+    "PruneStats", "files_that_may_hold",
     "read_key_footers",
 ]

@@ -21,14 +21,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
+from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
+from tidemark.write.engine import FILE_ID_COLUMN
 from tidemark.write.key_pruning import (
     MAY_HOLD,
     NOT_IN_BLOOM,
     OUT_OF_RANGE,
+    SEVERAL_FILES,
+    KeyLocator,
     KeyProbe,
     PruneStats,
     read_key_footers,
@@ -45,6 +49,12 @@ BLOOM_PRUNE_MAX_KEYS = 2_000_000
 KEYS_PER_FILE_ALWAYS_HIT = 4096
 
 _VERDICTS = "file int, verdict byte"
+
+# The column :func:`tag_by_footers` marks the keys with that several files' footers may hold.
+SEVERAL_FILES_COLUMN = "_tm_several_files"
+# The footers travel to the tasks with the tagging function: beyond this many bytes of
+# filters, the keys are looked up by the join instead.
+FOOTER_TAG_MAX_BYTES = 64 << 20
 
 
 def every_file_hit(files: Sequence[BaseFile], rows_by_partition: Mapping[str, int] | None) -> bool:
@@ -106,3 +116,50 @@ def candidate_files(
         stats.read, stats.candidates, stats.by_range, stats.by_bloom,
     )
     return kept, stats
+
+
+def tag_by_footers(
+    storage: Storage,
+    files: Sequence[BaseFile],
+    batch: DataFrame,
+    *,
+    by_partition: bool,
+    int_key: str | None = None,
+) -> DataFrame | None:
+    """``batch`` with each key's file id from the files' footers alone, in the tasks where
+    the keys are (:class:`~tidemark.write.key_pruning.KeyLocator`): no stored key is read and
+    nothing is shuffled or collected.
+
+    A key that one file of its partition may hold gets that file's id (if the file turns out
+    not to hold it, the file group's write inserts it: it is in no other file). A key no file
+    may hold gets null (new). A key several files may hold gets null and
+    :data:`SEVERAL_FILES_COLUMN` true: its file must be found by reading keys.
+
+    Returns None, to look keys up by reading them, when some file has no bloom filter tidemark
+    reads (its every key in range would look like its own, and inserts would pile into it) or
+    the filters are too large to travel with the tasks.
+    """
+    footers = read_key_footers(storage, files, int_key)
+    if not all(f.has_filter for f in footers) or sum(len(f.bloom or b"") for f in footers) > FOOTER_TAG_MAX_BYTES:
+        return None
+    log.debug("bloom index: keys located by the footers of %d base files, no stored key read", len(files))
+    file_ids = pa.array([f.file_id for f in files], pa.string())
+    # A new StructType: ``add`` would change the batch's own (cached) schema in place.
+    schema = StructType([*batch.schema.fields, StructField(FILE_ID_COLUMN, StringType()),
+                         StructField(SEVERAL_FILES_COLUMN, BooleanType(), nullable=False)])
+    added = [pa.field(FILE_ID_COLUMN, pa.string()), pa.field(SEVERAL_FILES_COLUMN, pa.bool_(), nullable=False)]
+
+    def tag(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        locator = KeyLocator(footers)
+        for b in batches:
+            found = locator.locate(
+                b.column(RECORD_KEY),
+                b.column(PARTITION_PATH) if by_partition else None,
+                b.column(int_key) if int_key else None,
+            )
+            # NO_FILE and SEVERAL_FILES (both negative) become a null file id.
+            ids = file_ids.take(pa.array(np.maximum(found, 0), mask=found < 0))
+            several = pa.array(found == SEVERAL_FILES)
+            yield pa.RecordBatch.from_arrays([*b.columns, ids, several], schema=pa.schema([*b.schema, *added]))
+
+    return batch.mapInArrow(tag, schema)

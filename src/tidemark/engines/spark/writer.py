@@ -19,6 +19,7 @@ file groups with ``mapInArrow``.
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,13 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
-from tidemark.engines.spark.bloom_index import BLOOM_PRUNE_MAX_KEYS, candidate_files, every_file_hit
+from tidemark.engines.spark.bloom_index import (
+    BLOOM_PRUNE_MAX_KEYS,
+    SEVERAL_FILES_COLUMN,
+    candidate_files,
+    every_file_hit,
+    tag_by_footers,
+)
 from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.conform import conform
 from tidemark.engines.spark.connect import (
@@ -70,6 +77,8 @@ from tidemark.write.key_pruning import PruneStats
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
+
+log = logging.getLogger(__name__)
 
 # Batches up to this many rows have their keys broadcast to filter the table's keys map-side.
 BROADCAST_BATCH_KEYS = 2_000_000
@@ -114,6 +123,7 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
+        self._several_files = 0  # keys that several files' footers may hold (tag_by_footers), once counted
         self.parallelism = parallelism
         self._job: JobHandle | None = None
 
@@ -325,9 +335,12 @@ class SparkWritePipeline:
             return kept, self.profile(kept)
         metrics = ProfileMetrics(partitions)
         checks = self._key_checks() if self._unchecked is not None else []
+        checks += self._several_count(tagged)
         kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
         self._kept.append(kept)
-        if checks:
+        if SEVERAL_FILES_COLUMN in tagged.columns:
+            self._several_files = counts["several"] or 0
+        if self._unchecked is not None:
             self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
         found = metrics.profile(counts)
         return kept, found if found is not None else self.profile(kept)
@@ -354,7 +367,10 @@ class SparkWritePipeline:
         unchecked = self._unchecked
         if unchecked is not None:
             aggs.extend(self._key_checks())
+        aggs.extend(self._several_count(tagged))
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
+        if SEVERAL_FILES_COLUMN in tagged.columns:
+            self._several_files = sum(r["several"] or 0 for r in rows)
         if unchecked is not None:
             self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
         return WorkloadProfile(
@@ -362,6 +378,14 @@ class SparkWritePipeline:
             existing=sum(r["rows"] for r in rows if not r["new"]),
             updated=frozenset((r[PARTITION_PATH] or "", f) for r in rows if not r["new"] for f in r["groups"]),
         )
+
+    @staticmethod
+    def _several_count(tagged: DataFrame) -> list[Column]:
+        """The aggregate that counts the keys several files' footers may hold, as ``several``
+        (none when the batch was not tagged by its footers)."""
+        if SEVERAL_FILES_COLUMN not in tagged.columns:
+            return []
+        return [named(f"count_if({name(SEVERAL_FILES_COLUMN)})", "several")]
 
     def dedup(self, df: DataFrame) -> DataFrame:
         """One record per key, merged by the table merger, now or by the write tasks (:func:`.dedup.batch_dedup`)."""
@@ -377,7 +401,23 @@ class SparkWritePipeline:
         else:
             tagged = batch.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string"))
         kept, profile = self.persist_profiled(tagged)
+        if SEVERAL_FILES_COLUMN in kept.columns:
+            kept, profile = self._settle_several_files(kept, profile, view)
         return Tagged(kept.filter(F.col(FILE_ID_COLUMN).isNull()) if drop_existing else kept, profile)
+
+    def _settle_several_files(
+        self, kept: DataFrame, profile: WorkloadProfile, view: FileSystemView
+    ) -> tuple[DataFrame, WorkloadProfile]:
+        """A batch tagged by its footers, with the keys that several files may hold (a filter's
+        false positive: rare) looked up by reading the stored keys, and counted again."""
+        several = F.col(SEVERAL_FILES_COLUMN)
+        if not self._several_files:
+            return kept.drop(SEVERAL_FILES_COLUMN), profile
+        log.debug("bloom index: %d keys that several files' footers may hold, looked up by their keys",
+                  self._several_files)
+        looked_up = self.tag(kept.filter(several).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN), view, by_footers=False)
+        settled = self.persist(kept.filter(~several).drop(SEVERAL_FILES_COLUMN).unionByName(looked_up))
+        return settled, self.profile(settled)
 
     def assign_buckets(self, batch: DataFrame, view: FileSystemView, assignment: BucketAssignment) -> DataFrame:
         """:meth:`tag_buckets`, kept (:meth:`persist`)."""
@@ -455,14 +495,22 @@ class SparkWritePipeline:
         """Whether the lookup is broadcasts only: the batch's keys, then the matching table keys."""
         return self._small_batch() and (self.batch_rows is None or self.batch_rows <= BROADCAST_MATCHED_KEYS)
 
-    def tag(self, df: DataFrame, view: FileSystemView) -> DataFrame:
-        """Add the file id of the current location of each key (null for new keys)."""
+    def tag(self, df: DataFrame, view: FileSystemView, *, by_footers: bool = True) -> DataFrame:
+        """Add the file id of the current location of each key (null for new keys).
+
+        An upsert of a copy-on-write table finds the files from their footers where that is
+        certain (``by_footers``: :meth:`_tag_by_footers`); otherwise the keys are joined with the
+        keys stored in the files.
+        """
         if PARTITION_PATH in df.columns:
             partitions = self.batch_partitions
             if partitions is None and not self.layout.partition_fields:
                 partitions = [""]  # a non-partitioned table's one partition path
             elif partitions is None:
                 partitions = sorted(r[0] for r in df.select(PARTITION_PATH).distinct().collect())
+            tagged = self._tag_by_footers(df, view, partitions) if by_footers else None
+            if tagged is not None:
+                return tagged
             # A shuffled join stays on the record key, which the dedup shuffled the batch by.
             key = (self._integer_key() if self._broadcast_lookup() else None) or RECORD_KEY
             existing = self._existing_keys(view, partitions, key)
@@ -500,6 +548,24 @@ class SparkWritePipeline:
                 return df.join(F.broadcast(existing), on=on, how="left")
             return df.join(existing, on=on, how="left")
         return df.join(_with_file_id(existing), on=on, how="left")
+
+    def _tag_by_footers(self, df: DataFrame, view: FileSystemView, partitions: Sequence[str]) -> DataFrame | None:
+        """Each key's file id from the footers of its partition's files
+        (:func:`.bloom_index.tag_by_footers`), or None where the join must look keys up.
+
+        Only for an upsert of a copy-on-write table with the simple index: its file-group
+        writes insert a tagged key the file does not hold, and nothing but the key's file
+        depends on the tag. (A merge-on-read table would append such a key to a log, where the
+        next lookup, which reads base files, would not find it; insert and delete count or
+        drop the keys found.)
+        """
+        layout = self.layout
+        if self.operation is not WriteOperation.UPSERT or layout.merge_on_read or layout.bucket is not None:
+            return None
+        files = view.latest_base_files(partitions)
+        if not files:
+            return None
+        return tag_by_footers(view.storage, files, df, by_partition=True, int_key=self._integer_key())
 
     def _small_batch(self) -> bool:
         """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
