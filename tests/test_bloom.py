@@ -24,7 +24,9 @@ from tidemark.format.bloom import (
     TYPE_CODE_KEY,
     BloomFilter,
     BloomFilterError,
+    PackedFilter,
     footer_metadata,
+    hash_chains,
 )
 
 # shared/ sits beside the checkout (CI's fresh clone); /work/shared on a developer's machine.
@@ -270,6 +272,22 @@ def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, ent
         part = probe[start : start + 50]
         assert bloom.holds_any(part) == any(expected[start : start + 50])
     assert bloom.holds_any(probe[:1]) and not bloom.holds_any([])
+    # Keys hashed once for many filters (a chain longer than the filter needs), bits kept packed.
+    chains = hash_chains(pa.array(probe, pa.string()), bloom.hashes + 7)
+    assert PackedFilter.of(bloom).holds_hashed(chains).tolist() == expected
+
+
+def test_packed_filters_of_several_rows_answer_as_hadoop_does() -> None:
+    held = [f"key-{i}" for i in range(5_000)]
+    bloom = BloomFilter.build(held, num_entries=1_000, max_entries=5_000)
+    assert len(bloom.rows) == 5
+    probe = held[::7] + [f"other-{i}" for i in range(2_000)]
+    chains = hash_chains(pa.array(probe), bloom.hashes)
+    answers = PackedFilter.of(bloom).holds_hashed(chains)
+    assert answers.tolist() == [_reference_contains(bloom, key) for key in probe]
+    assert answers[: len(held[::7])].all()
+    with pytest.raises(ValueError):
+        PackedFilter.of(bloom).holds_hashed(chains[:, :3])
 
 
 @pytest.mark.parametrize("count", [5_000, 70_000, 180_000])

@@ -348,20 +348,6 @@ class BloomFilter:
                 result[positions[start : start + CHUNK_KEYS]] = self._probe(chunk, stop_at_first=False)
         return result
 
-    def holds_hashed(self, chains: np.ndarray) -> np.ndarray:
-        """For keys given by their hash chains (:func:`hash_chains`, at least :attr:`hashes`
-        long): False where the file surely does not hold the key, True where it may. The chains
-        are computed once for keys probed against many filters."""
-        if chains.shape[1] < self.hashes:
-            raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
-        n = chains.shape[0]
-        where = _positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
-        where = where.reshape(n, self.hashes)
-        result = np.zeros(n, dtype=bool)
-        for bits in self.rows:
-            result |= bits[where].all(axis=1)
-        return result
-
     def holds_any(self, keys: pa.Array | Sequence[str]) -> bool:
         """Whether the file may hold one of ``keys`` (False: surely none of them). Stops at the
         first key the filter may hold: a file that holds some of a batch's keys costs one chunk."""
@@ -436,6 +422,35 @@ class BloomFilter:
                 f"(version {version}, hash type {hash_type}, {len(raw) - offset} bytes left over)"
             )
         return cls(size, hashes, keys_per_row, current, tuple(rows))
+
+
+@dataclass(frozen=True)
+class PackedFilter:
+    """A filter's bit vectors kept packed (an eighth of :class:`BloomFilter`'s memory), for
+    probing keys by their hash chains: a task that locates keys among many files' filters
+    (:class:`~tidemark.write.key_pruning.KeyLocator`) holds them all at once."""
+
+    vector_size: int
+    hashes: int
+    rows: tuple[np.ndarray, ...]  # uint8: bit i at byte i // 8, mask 1 << (i % 8)
+
+    @classmethod
+    def of(cls, bloom: BloomFilter) -> PackedFilter:
+        return cls(bloom.vector_size, bloom.hashes, tuple(np.packbits(r, bitorder="little") for r in bloom.rows))
+
+    def holds_hashed(self, chains: np.ndarray) -> np.ndarray:
+        """For keys given by their hash chains (:func:`hash_chains`, at least :attr:`hashes`
+        long): False where the file surely does not hold the key, True where it may. The chains
+        are computed once for keys probed against many filters."""
+        if chains.shape[1] < self.hashes:
+            raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
+        n = chains.shape[0]
+        where = _positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
+        byte, bit = (where >> np.uint32(3)).reshape(n, self.hashes), (where & np.uint32(7)).astype(np.uint8)
+        result = np.zeros(n, dtype=bool)
+        for packed in self.rows:
+            result |= ((packed[byte] >> bit.reshape(n, self.hashes)) & 1).all(axis=1)
+        return result
 
 
 def _footer_steps() -> tuple[int, ...]:

@@ -26,6 +26,7 @@ from tidemark.format.bloom import (
     TYPE_CODE_KEY,
     BloomFilter,
     BloomFilterError,
+    PackedFilter,
     hash_chains,
 )
 from tidemark.fsview import BaseFile
@@ -261,7 +262,7 @@ class KeyLocator:
 
     def __init__(self, footers: list[KeyFooter]) -> None:
         self.footers = footers
-        self._filters = [parsed_filter(f) for f in footers]
+        self._filters = [None if (bloom := parsed_filter(f)) is None else PackedFilter.of(bloom) for f in footers]
         self._hashes = max((f.hashes for f in self._filters if f is not None), default=0)
         self._by_partition: dict[str, list[int]] = {}
         for i, footer in enumerate(footers):

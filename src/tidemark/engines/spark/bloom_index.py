@@ -10,6 +10,9 @@ not here").
 The footers are read on the driver (one read per candidate file, no rows) and travel to the
 tasks with the probe; the tasks test the batch's keys where they are and send back one verdict
 per file. The driver collects those verdicts (a few bytes per file and task), never a key.
+
+An upsert of a copy-on-write table goes further (:func:`tag_by_footers`): the tasks give each
+key the one file its footers allow, and no stored key is read at all.
 """
 
 from __future__ import annotations
@@ -54,7 +57,7 @@ _VERDICTS = "file int, verdict byte"
 SEVERAL_FILES_COLUMN = "_tm_several_files"
 # The footers travel to the tasks with the tagging function: beyond this many bytes of
 # filters, the keys are looked up by the join instead.
-FOOTER_TAG_MAX_BYTES = 64 << 20
+FOOTER_TAG_MAX_BYTES = 32 << 20
 
 
 def every_file_hit(files: Sequence[BaseFile], rows_by_partition: Mapping[str, int] | None) -> bool:

@@ -5,7 +5,9 @@ write statistics, never keys or rows; a small batch's lookup uses Spark's
 broadcast joins)::
 
     batch ── validate + key/partition columns ── dedup by key (an upsert: in the write tasks)
-          ── index: left join with the keys of the latest base files of the touched partitions
+          ── index: each key's one possible file from the latest base files' footers (an upsert
+             of a copy-on-write table; :func:`.bloom_index.tag_by_footers`), or a left join
+             with their stored keys (otherwise, and for keys several footers allow)
           ── keep (local checkpoint) + count: new keys per partition, existing keys, null keys
           ── route: updates to their file group; inserts to small files / new groups by key hash
           ── groupBy(partition, file group).applyInArrow(write_file_group)  -> WriteStats
