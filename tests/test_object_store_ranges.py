@@ -23,7 +23,7 @@ from tidemark.format.parquet_file import read_data_file
 from tidemark.fsview import FileSystemView
 from tidemark.storage.location import open_storage
 from tidemark.timeline import Timeline
-from tidemark.write.key_pruning import files_that_may_hold
+from tidemark.write.key_pruning import KeyLocator, files_that_may_hold, read_key_footers
 
 ROWS = 120_000
 KEY_COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path"]
@@ -85,6 +85,23 @@ def test_bloom_pruning_reads_footers_with_ranged_gets(big_table: tuple[str, dict
     # A key it holds: kept (pruning never loses a match), at the same cost.
     kept, _ = files_that_may_hold(storage, [base], {base.partition_path: pa.array(["k0000042"])})
     assert kept == [base] and proxy.take().body_bytes["GET"] < base.size / 10
+
+
+def test_the_spark_engines_footer_reads_are_ranged_gets(big_table: tuple[str, dict[str, str]],
+                                                       proxy: CountingProxy) -> None:
+    """The Spark engine reads its footers on the driver (``read_key_footers``: the probe's and
+    the upsert's key locator's) with ranged GETs too, never downloading a base file."""
+    uri, options = big_table
+    storage = open_storage(uri, _proxied(options, proxy))
+    [base] = FileSystemView(storage, Timeline.load(storage)).latest_base_files()
+    proxy.take()
+    [footer] = read_key_footers(storage, [base])
+    moved = proxy.take()
+    assert footer.has_filter and footer.low == "k0000000" and footer.high == f"k{ROWS - 1:07d}"
+    assert moved.requests["HEAD"] == 0 and 1 <= moved.requests["GET"] <= 3
+    assert moved.body_bytes["GET"] < base.size / 10, (moved, base.size)
+    found = KeyLocator([footer]).locate(pa.array(["k0000042", "k0000001x", "z1"]), None)
+    assert found.tolist() == [0, -1, -1]
 
 
 def test_an_upsert_of_new_keys_downloads_no_base_file(big_table: tuple[str, dict[str, str]],

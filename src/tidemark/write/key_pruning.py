@@ -145,7 +145,8 @@ def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str |
     footers = []
     for f in files:
         try:
-            meta = pq.read_metadata(storage.open_input(f.path))
+            # Ranged reads of the footer's bytes: on an object store, not a download of the file.
+            meta = pq.read_metadata(storage.open_ranged(f.path, f.size or None))
         except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
             footers.append(KeyFooter(f.partition_path))
             continue
