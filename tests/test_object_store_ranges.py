@@ -8,6 +8,7 @@ measures the response bytes each really moved.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from typing import Any
@@ -102,6 +103,10 @@ def test_the_spark_engines_footer_reads_are_ranged_gets(big_table: tuple[str, di
     assert moved.body_bytes["GET"] < base.size / 10, (moved, base.size)
     found = KeyLocator([footer]).locate(pa.array(["k0000042", "k0000001x", "z1"]), None)
     assert found.tolist() == [0, -1, -1]
+    # Many files' footers are read side by side, and come back in the files' order.
+    gone = dataclasses.replace(base, path=base.path.replace(".parquet", "-gone.parquet"))
+    footers = read_key_footers(storage, [base, gone, base])
+    assert footers[0] == footers[2] == footer and not footers[1].has_filter
 
 
 def test_an_upsert_of_new_keys_downloads_no_base_file(big_table: tuple[str, dict[str, str]],

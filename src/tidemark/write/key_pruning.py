@@ -11,6 +11,7 @@ by an older tidemark) is always read.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,28 +141,42 @@ def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | Non
     return (min(lows), max(highs)) if lows else (None, None)
 
 
+# Footers read at once from an object store, where each read waits a round trip or two.
+FOOTER_READ_THREADS = 16
+
+
 def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str | None = None) -> list[KeyFooter]:
-    """The key footer of each file (driver side: one footer read per file, no rows)."""
-    footers = []
-    for f in files:
-        try:
-            # Ranged reads of the footer's bytes: on an object store, not a download of the file.
-            meta = pq.read_metadata(storage.open_ranged(f.path, f.size or None))
-        except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
-            footers.append(KeyFooter(f.partition_path))
-            continue
-        kv = meta.metadata or {}
-        low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
-        low_text = low.decode() if low is not None else None
-        high_text = high.decode() if high is not None else None
-        if low_text is None or high_text is None or not (_ascii(low_text) and _ascii(high_text)):
-            low_text = high_text = None
-        int_low, int_high = _int_range(meta, int_key) if int_key else (None, None)
-        footers.append(KeyFooter(
-            f.partition_path, low_text, high_text, int_low, int_high, kv.get(FOOTER_KEY.encode()),
-            kv.get(TYPE_CODE_KEY.encode(), b"").decode(),
-        ))
-    return footers
+    """The key footer of each file, in order (driver side: one footer read per file, no rows;
+    on an object store several at once)."""
+    files = list(files)
+
+    def read(f: BaseFile) -> KeyFooter:
+        return _key_footer(storage, f, int_key)
+
+    if storage.is_local or len(files) < 2:
+        return [read(f) for f in files]
+    with ThreadPoolExecutor(max_workers=min(FOOTER_READ_THREADS, len(files)),
+                            thread_name_prefix="tidemark-footers") as pool:
+        return list(pool.map(read, files))
+
+
+def _key_footer(storage: Storage, f: BaseFile, int_key: str | None) -> KeyFooter:
+    try:
+        # Ranged reads of the footer's bytes: on an object store, not a download of the file.
+        meta = pq.read_metadata(storage.open_ranged(f.path, f.size or None))
+    except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
+        return KeyFooter(f.partition_path)
+    kv = meta.metadata or {}
+    low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
+    low_text = low.decode() if low is not None else None
+    high_text = high.decode() if high is not None else None
+    if low_text is None or high_text is None or not (_ascii(low_text) and _ascii(high_text)):
+        low_text = high_text = None
+    int_low, int_high = _int_range(meta, int_key) if int_key else (None, None)
+    return KeyFooter(
+        f.partition_path, low_text, high_text, int_low, int_high, kv.get(FOOTER_KEY.encode()),
+        kv.get(TYPE_CODE_KEY.encode(), b"").decode(),
+    )
 
 
 def parsed_filter(footer: KeyFooter) -> BloomFilter | None:
