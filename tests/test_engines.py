@@ -169,7 +169,7 @@ def test_a_write_leaves_no_cached_blocks_behind(spark: Any, tmp_path: Path) -> N
 
 def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monkeypatch: Any) -> None:
     """A few insert buckets are routed by a CASE expression, many by a broadcast join: same result."""
-    from tidemark.engines.spark import writer as spark_writer
+    from tidemark.engines.spark import routing
     from tidemark.engines.spark.writer import SparkWritePipeline
     from tidemark.write.engine import FILE_ID_COLUMN, TableLayout
     from tidemark.write.plan import InsertBucket
@@ -191,13 +191,13 @@ def test_inserts_are_routed_the_same_by_expression_and_by_join(spark: Any, monke
     columns = ["_hoodie_record_key", "_hoodie_partition_path", FILE_ID_COLUMN]
 
     def routed() -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
-        out = pipeline.route_inserts(inserts, buckets)
+        out = routing.route_inserts(spark, inserts, buckets)
         both = pipeline.route(tagged, buckets)
         return (sorted((r[0], r[1], r[2]) for r in out.select(*columns).collect()),
                 sorted((r[0], r[1], r[2], r[3]) for r in both.select(*columns, "_tm_op").collect()))
 
     by_expression, all_by_expression = routed()
-    monkeypatch.setattr(spark_writer, "ROUTE_BY_EXPRESSION", 0)
+    monkeypatch.setattr(routing, "ROUTE_BY_EXPRESSION", 0)
     by_join, all_by_join = routed()
     assert by_expression == by_join
     assert {fid for _, _, fid in by_join} == {"f-sf-0", "f-sf-1", "f-la-0"}

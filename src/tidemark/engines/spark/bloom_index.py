@@ -23,9 +23,10 @@ from collections.abc import Iterator, Mapping, Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
+from tidemark.engines.spark.expressions import name, named
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
@@ -166,3 +167,11 @@ def tag_by_footers(
             yield pa.RecordBatch.from_arrays([*b.columns, ids, several], schema=pa.schema([*b.schema, *added]))
 
     return batch.mapInArrow(tag, schema)
+
+
+def several_files_count(tagged: DataFrame) -> list[Column]:
+    """The aggregate that counts the keys several files' footers may hold, as ``several``
+    (none when ``tagged`` was not tagged by :func:`tag_by_footers`)."""
+    if SEVERAL_FILES_COLUMN not in tagged.columns:
+        return []
+    return [named(f"count_if({name(SEVERAL_FILES_COLUMN)})", "several")]

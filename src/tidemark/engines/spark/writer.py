@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +36,7 @@ from tidemark.engines.spark.bloom_index import (
     SEVERAL_FILES_COLUMN,
     candidate_files,
     every_file_hit,
+    several_files_count,
     tag_by_footers,
 )
 from tidemark.engines.spark.bulk import write_bulk
@@ -48,10 +49,6 @@ from tidemark.engines.spark.connect import (
 )
 from tidemark.engines.spark.dedup import batch_dedup
 from tidemark.engines.spark.expressions import (
-    HASH_COLUMN,
-    bucket_of,
-    bucket_sql,
-    key_hash,
     name,
     named,
 )
@@ -65,13 +62,14 @@ from tidemark.engines.spark.observed import (
     kept_with,
     observable,
 )
+from tidemark.engines.spark.routing import bucket_file_ids, route
 from tidemark.engines.spark.stats import run_stats_job
 from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
-from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
+from tidemark.merge import OP_COLUMN, OP_DELETE
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec
@@ -89,8 +87,6 @@ BROADCAST_MATCHED_KEYS = 500_000
 # Without a count, a batch whose keys Spark's plan estimates at most this size is broadcast. Kept
 # low because the estimate of a parquet source is its compressed size.
 BROADCAST_BATCH_KEY_BYTES = 16 << 20
-# Up to this many insert buckets, inserts are routed by an expression rather than a join.
-ROUTE_BY_EXPRESSION = 64
 
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
     return to_arrow_schema(df.schema, timezone="UTC")
@@ -337,7 +333,7 @@ class SparkWritePipeline:
             return kept, self.profile(kept)
         metrics = ProfileMetrics(partitions)
         checks = self._key_checks() if self._unchecked is not None else []
-        checks += self._several_count(tagged)
+        checks += several_files_count(tagged)
         kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
         self._kept.append(kept)
         if SEVERAL_FILES_COLUMN in tagged.columns:
@@ -369,7 +365,7 @@ class SparkWritePipeline:
         unchecked = self._unchecked
         if unchecked is not None:
             aggs.extend(self._key_checks())
-        aggs.extend(self._several_count(tagged))
+        aggs.extend(several_files_count(tagged))
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if SEVERAL_FILES_COLUMN in tagged.columns:
             self._several_files = sum(r["several"] or 0 for r in rows)
@@ -380,14 +376,6 @@ class SparkWritePipeline:
             existing=sum(r["rows"] for r in rows if not r["new"]),
             updated=frozenset((r[PARTITION_PATH] or "", f) for r in rows if not r["new"] for f in r["groups"]),
         )
-
-    @staticmethod
-    def _several_count(tagged: DataFrame) -> list[Column]:
-        """The aggregate that counts the keys several files' footers may hold, as ``several``
-        (none when the batch was not tagged by its footers)."""
-        if SEVERAL_FILES_COLUMN not in tagged.columns:
-            return []
-        return [named(f"count_if({name(SEVERAL_FILES_COLUMN)})", "several")]
 
     def dedup(self, df: DataFrame) -> DataFrame:
         """One record per key, merged by the table merger, now or by the write tasks (:func:`.dedup.batch_dedup`)."""
@@ -444,13 +432,6 @@ class SparkWritePipeline:
         kept, self._kept = self._kept, []
         for frame in kept:
             release_checkpoint(frame)
-
-    def split(self, tagged: DataFrame) -> tuple[DataFrame, DataFrame]:
-        return tagged.filter(F.col(FILE_ID_COLUMN).isNotNull()), tagged.filter(F.col(FILE_ID_COLUMN).isNull())
-
-    def upsert_rows(self, updates: DataFrame, routed: DataFrame | None) -> DataFrame:
-        rows = updates if routed is None else updates.unionByName(routed)
-        return rows.withColumn(OP_COLUMN, F.lit(OP_UPSERT))
 
     def delete_rows(self, tagged: DataFrame) -> DataFrame:
         found = tagged.filter(F.col(FILE_ID_COLUMN).isNotNull())
@@ -579,63 +560,15 @@ class SparkWritePipeline:
         """Every row's file id from its key's bucket, computed in the tasks: no join, no lookup."""
         if PARTITION_PATH not in df.columns:  # a delete without partition columns: look keys up
             return self.tag(df, view)
-        if FILE_ID_COLUMN in df.columns:
-            df = df.drop(FILE_ID_COLUMN)
-        out_schema = df.withColumn(FILE_ID_COLUMN, F.lit(None).cast("string")).schema
+        return bucket_file_ids(df, assignment)
 
-        def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            for batch in batches:
-                table = pa.Table.from_batches([batch])
-                yield from table.append_column(FILE_ID_COLUMN, assignment.file_ids(table, PARTITION_PATH)).to_batches()
-
-        return df.mapInArrow(assign, out_schema)
-
-    # -- routing inserts ----------------------------------------------------------------
+    # -- routing ------------------------------------------------------------------------
     def partition_counts(self, rows: DataFrame) -> dict[str, int]:
         return {r[0]: r[1] for r in rows.groupBy(PARTITION_PATH).count().collect()}
 
-    def route_inserts(self, inserts: DataFrame, buckets: Sequence[InsertBucket]) -> DataFrame:
-        """Each insert's file group: the bucket whose hash range holds its key's hash.
-
-        A few buckets become one ``CASE`` expression (no join, no extra job); many are joined
-        as a broadcast table of ranges.
-        """
-        if len(buckets) <= ROUTE_BY_EXPRESSION:
-            # A row that no bucket takes is dropped, as the join drops it.
-            routed = inserts.withColumn(HASH_COLUMN, key_hash()).withColumn(FILE_ID_COLUMN, bucket_of(buckets))
-            return routed.filter(F.col(FILE_ID_COLUMN).isNotNull()).drop(HASH_COLUMN)
-        hashed = inserts.drop(FILE_ID_COLUMN).withColumn(HASH_COLUMN, key_hash())
-        rows = [(b.partition_path, b.file_id, b.low, b.high) for b in buckets]
-        ranges = self.spark.createDataFrame(rows, "_b_pp string, _b_fid string, _b_low double, _b_high double")
-        cond = (
-            (hashed[PARTITION_PATH] == ranges["_b_pp"])
-            & (hashed[HASH_COLUMN] >= ranges["_b_low"])
-            & (hashed[HASH_COLUMN] < ranges["_b_high"])
-        )
-        joined = hashed.join(F.broadcast(ranges), cond, "inner")
-        routed = joined.withColumn(FILE_ID_COLUMN, F.col("_b_fid"))
-        return routed.drop(HASH_COLUMN, "_b_pp", "_b_fid", "_b_low", "_b_high")
-
     def route(self, tagged: DataFrame, buckets: Sequence[InsertBucket] | None) -> DataFrame:
-        """The rows to write: existing keys keep their file group, new keys get their bucket's
-        (None: the bucket index gave every row its file group).
-
-        With a few buckets this is one projection of the tagged batch, so the write reads it
-        once; with many, the inserts are routed by :meth:`route_inserts` and put back.
-        """
-        if buckets is None:
-            return self.upsert_rows(tagged, None)
-        if buckets and len(buckets) <= ROUTE_BY_EXPRESSION:
-            # The hash is a column of its own so that Spark computes it once, not once per bucket.
-            hashed = tagged.withColumn(HASH_COLUMN, key_hash())
-            fid, op = name(FILE_ID_COLUMN), name(OP_COLUMN)
-            new = {FILE_ID_COLUMN: f"coalesce({fid}, {bucket_sql(buckets)}) AS {fid}",
-                   OP_COLUMN: f"'{OP_UPSERT}' AS {op}"}
-            columns = [new.pop(c, name(c)) for c in tagged.columns]  # in place, as withColumns puts them
-            rows = hashed.selectExpr(*columns, *new.values())
-            return rows.filter(F.expr(f"{fid} IS NOT NULL"))
-        updates, inserts = self.split(tagged)
-        return self.upsert_rows(updates, self.route_inserts(inserts, buckets) if buckets else None)
+        """The rows to write, each with its file group (:func:`.routing.route`)."""
+        return route(self.spark, tagged, buckets)
 
     # -- writing ------------------------------------------------------------------------
     def write_file_groups(
