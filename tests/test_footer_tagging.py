@@ -155,6 +155,8 @@ def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     updates = [{**model[k], "ts": 2, "v": "u"} for k in rng.sample(sorted(held[neighbour.path]), 300)]
     updates += [{**model[k], "ts": 2, "v": "u"} for k in rng.sample(sorted(held[target.path]), 100)]
     fresh = [{"id": f"k{i:06d}x", "part": "p0", "ts": 2, "v": "n"} for i in rng.sample(range(4_000), 200)]
+    elsewhere = [r for r in model.values() if r["part"] == "p1"][:100]  # one file may hold each of these
+    updates += [{**r, "ts": 2, "v": "u"} for r in elsewhere]
     with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark"):
         result = table.upsert(_frame(spark, updates + fresh))
     messages = [r.getMessage() for r in caplog.records]
@@ -162,6 +164,8 @@ def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     several = sum(low <= u["id"] <= high for u in updates[:300])  # the neighbour's keys in the target's range
     assert several > 250
     assert any(f"{several} keys that several files' footers may hold" in m for m in messages), messages
+    # Only their partition's two files are probed, and read: not partition p1's.
+    assert any(m.startswith("bloom index: 2 of 2 base files read") for m in messages), messages
     assert result.num_updates == len(updates) and result.num_inserts == len(fresh)
     model.update({r["id"]: r for r in updates + fresh})
     assert _model(table) == model

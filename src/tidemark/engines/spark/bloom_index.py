@@ -170,8 +170,11 @@ def tag_by_footers(
 
 
 def several_files_count(tagged: DataFrame) -> list[Column]:
-    """The aggregate that counts the keys several files' footers may hold, as ``several``
-    (none when ``tagged`` was not tagged by :func:`tag_by_footers`)."""
+    """The aggregates that count the keys several files' footers may hold, as ``several``, and
+    collect their partition paths, as ``several_paths`` (none when ``tagged`` was not tagged by
+    :func:`tag_by_footers`)."""
     if SEVERAL_FILES_COLUMN not in tagged.columns:
         return []
-    return [named(f"count_if({name(SEVERAL_FILES_COLUMN)})", "several")]
+    several, path = name(SEVERAL_FILES_COLUMN), name(PARTITION_PATH)
+    return [named(f"count_if({several})", "several"),
+            named(f"collect_set(CASE WHEN {several} THEN {path} END)", "several_paths")]

@@ -7,15 +7,26 @@ built field by field here, nulls where the batch has nothing.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_type
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type, to_arrow_schema
 from pyspark.sql.types import DataType
 
 
 def spark_type(t: pa.DataType) -> DataType:
     return from_arrow_type(t)
+
+
+def arrow_schema_of(df: DataFrame) -> pa.Schema:
+    """A DataFrame's schema as Arrow's (timestamps in UTC, as every engine writes them)."""
+    return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def spark_schema_of(schema: pa.Schema) -> Any:
+    return from_arrow_schema(schema)
 
 
 def conform(column: Column, have: pa.DataType, want: pa.DataType) -> Column:

@@ -13,10 +13,11 @@ from tidemark.config import WriteConfig
 from tidemark.engines.base import typed_engine_errors
 from tidemark.engines.spark.cluster import SparkExecutor
 from tidemark.engines.spark.compaction import compact_slices
+from tidemark.engines.spark.conform import arrow_schema_of
 from tidemark.engines.spark.datasource import register
 from tidemark.engines.spark.reader import arrow_to_spark, read_plan
 from tidemark.engines.spark.session import write_session
-from tidemark.engines.spark.writer import SparkWritePipeline, arrow_schema_of
+from tidemark.engines.spark.writer import SparkWritePipeline
 from tidemark.format.names import META_COLUMNS
 from tidemark.merge import RecordMerger
 from tidemark.read.plan import ReadPlan

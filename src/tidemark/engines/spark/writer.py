@@ -23,13 +23,11 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from tidemark.engines.spark.bloom_index import (
     BLOOM_PRUNE_MAX_KEYS,
@@ -40,7 +38,7 @@ from tidemark.engines.spark.bloom_index import (
     tag_by_footers,
 )
 from tidemark.engines.spark.bulk import write_bulk
-from tidemark.engines.spark.conform import conform
+from tidemark.engines.spark.conform import arrow_schema_of, conform, spark_schema_of
 from tidemark.engines.spark.connect import (
     JobHandle,
     estimated_bytes,
@@ -88,14 +86,6 @@ BROADCAST_MATCHED_KEYS = 500_000
 # low because the estimate of a parquet source is its compressed size.
 BROADCAST_BATCH_KEY_BYTES = 16 << 20
 
-def arrow_schema_of(df: DataFrame) -> pa.Schema:
-    return to_arrow_schema(df.schema, timezone="UTC")
-
-
-def spark_schema_of(schema: pa.Schema) -> Any:
-    return from_arrow_schema(schema)
-
-
 class SparkWritePipeline:
     """Runs the data-parallel part of one write on Spark and returns the write statistics."""
 
@@ -122,6 +112,7 @@ class SparkWritePipeline:
         self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
         self._several_files = 0  # keys that several files' footers may hold (tag_by_footers), once counted
+        self._several_paths: list[str] = []  # their partition paths
         self.parallelism = parallelism
         self._job: JobHandle | None = None
 
@@ -337,7 +328,7 @@ class SparkWritePipeline:
         kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
         self._kept.append(kept)
         if SEVERAL_FILES_COLUMN in tagged.columns:
-            self._several_files = counts["several"] or 0
+            self._several_files, self._several_paths = counts["several"] or 0, sorted(counts["several_paths"] or ())
         if self._unchecked is not None:
             self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
         found = metrics.profile(counts)
@@ -369,6 +360,7 @@ class SparkWritePipeline:
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if SEVERAL_FILES_COLUMN in tagged.columns:
             self._several_files = sum(r["several"] or 0 for r in rows)
+            self._several_paths = sorted({p for r in rows for p in r["several_paths"] or ()})
         if unchecked is not None:
             self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
         return WorkloadProfile(
@@ -405,7 +397,12 @@ class SparkWritePipeline:
             return kept.drop(SEVERAL_FILES_COLUMN), profile
         log.debug("bloom index: %d keys that several files' footers may hold, looked up by their keys",
                   self._several_files)
-        looked_up = self.tag(kept.filter(several).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN), view, by_footers=False)
+        rows = kept.filter(several).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN)
+        # The lookup's scope becomes those keys: the bloom probe keeps only the files that may
+        # hold one of them (in their partitions), and only those files' keys are read.
+        self.batch_rows, self.batch_partitions, self._rows_by_partition = self._several_files, self._several_paths, None
+        self._arrived, self._arrived_keys = rows, None
+        looked_up = self.tag(rows, view, by_footers=False)
         settled = self.persist(kept.filter(~several).drop(SEVERAL_FILES_COLUMN).unionByName(looked_up))
         return settled, self.profile(settled)
 
