@@ -132,12 +132,18 @@ def test_a_spark_upsert_tagged_by_footers_equals_the_model(
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("settled", ["on the driver", "by a Spark join"])
 def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
-    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, settled: str
 ) -> None:
     """One file's filter says yes to every key: the other file's keys in its range are then
     held by 'several files', and must be updated where they are, not inserted into the
-    saturated file; new keys in its range only it may hold, and are inserted into it."""
+    saturated file; new keys in its range only it may hold, and are inserted into it. A few
+    such keys are settled on the driver, many by a Spark join."""
+    if settled != "on the driver":
+        from tidemark.engines.spark import bloom_index
+
+        monkeypatch.setattr(bloom_index, "SETTLE_ON_DRIVER", 10)
     path = _table(tmp_path / "t").path
     storage, files, held = _files_and_keys(path)
     target = next(f for f in files if f.partition_path == "part=p0")
@@ -165,7 +171,9 @@ def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     assert several > 250
     assert any(f"{several} keys that several files' footers may hold" in m for m in messages), messages
     # Only their partition's two files are probed, and read: not partition p1's.
-    assert any(m.startswith("bloom index: 2 of 2 base files read") for m in messages), messages
+    expected = ("settled on the driver from the keys of 2 base files" if settled == "on the driver"
+                else "bloom index: 2 of 2 base files read")
+    assert any(expected in m for m in messages), messages
     assert result.num_updates == len(updates) and result.num_inserts == len(fresh)
     model.update({r["id"]: r for r in updates + fresh})
     assert _model(table) == model

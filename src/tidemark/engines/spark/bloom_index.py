@@ -19,18 +19,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import BooleanType, StringType, StructField, StructType
 
 from tidemark.engines.spark.expressions import name, named
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
-from tidemark.fsview import BaseFile
+from tidemark.format.parquet_file import read_data_file
+from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.storage import Storage
-from tidemark.write.engine import FILE_ID_COLUMN
+from tidemark.write.engine import FILE_ID_COLUMN, WorkloadProfile
 from tidemark.write.key_pruning import (
     MAY_HOLD,
     NOT_IN_BLOOM,
@@ -39,6 +43,7 @@ from tidemark.write.key_pruning import (
     KeyLocator,
     KeyProbe,
     PruneStats,
+    files_that_may_hold,
     read_key_footers,
 )
 
@@ -169,12 +174,75 @@ def tag_by_footers(
     return batch.mapInArrow(tag, schema)
 
 
+# Up to this many keys that several footers allow are settled on the driver: their files' keys
+# are read there (ranged reads of one column), and the answer joins the batch as a broadcast.
+SETTLE_ON_DRIVER = 10_000
+
+
 def several_files_count(tagged: DataFrame) -> list[Column]:
-    """The aggregates that count the keys several files' footers may hold, as ``several``, and
-    collect their partition paths, as ``several_paths`` (none when ``tagged`` was not tagged by
-    :func:`tag_by_footers`)."""
+    """The aggregates that count the keys several files' footers may hold (``several``), and
+    collect their partition paths (``several_paths``) and up to :data:`SETTLE_ON_DRIVER` of
+    them (``several_keys``); none when ``tagged`` was not tagged by :func:`tag_by_footers`."""
     if SEVERAL_FILES_COLUMN not in tagged.columns:
         return []
-    several, path = name(SEVERAL_FILES_COLUMN), name(PARTITION_PATH)
+    several, path, key = name(SEVERAL_FILES_COLUMN), name(PARTITION_PATH), name(RECORD_KEY)
     return [named(f"count_if({several})", "several"),
-            named(f"collect_set(CASE WHEN {several} THEN {path} END)", "several_paths")]
+            named(f"collect_set(CASE WHEN {several} THEN {path} END)", "several_paths"),
+            named(f"slice(collect_list(CASE WHEN {several} THEN struct({path}, {key}) END), 1, {SETTLE_ON_DRIVER})",
+                  "several_keys")]
+
+
+@dataclass(frozen=True)
+class SeveralFiles:
+    """What :func:`several_files_count` found: how many rows' keys several files may hold, their
+    partition paths, and (partition path, key) of each when there are few enough."""
+
+    count: int = 0
+    paths: tuple[str, ...] = ()
+    keys: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, rows: Sequence[Any]) -> SeveralFiles:
+        """From the aggregates' values in one or more rows (observed metrics, grouped rows)."""
+        count = sum(r["several"] or 0 for r in rows)
+        paths = sorted({p for r in rows for p in r["several_paths"] or ()})
+        keys = tuple((k[0] or "", k[1]) for r in rows for k in r["several_keys"] or ())
+        return cls(count, tuple(paths), keys if len(keys) == count else ())
+
+    def settle_on_driver(
+        self, spark: SparkSession, view: FileSystemView, kept: DataFrame, profile: WorkloadProfile
+    ) -> tuple[DataFrame, WorkloadProfile] | None:
+        """``kept`` with each of these keys tagged with the file that really holds it (null: in
+        none), found by reading the keys of the files whose footers allow them, on the driver;
+        and ``profile`` counted again. None when the keys were too many to collect."""
+        if not self.keys:
+            return None
+        wanted: dict[str, set[str]] = {}
+        for path, key in self.keys:
+            wanted.setdefault(path, set()).add(key)
+        probes = {p: pa.array(sorted(keys), pa.string()) for p, keys in wanted.items()}
+        files, _ = files_that_may_hold(view.storage, view.latest_base_files(sorted(wanted)), probes)
+        homes: dict[tuple[str, str], str] = {}
+        for f in files:
+            stored = read_data_file(view.storage.open_ranged(f.path, f.size or None), path=f.path,
+                                    columns=[RECORD_KEY]).column(0).combine_chunks()
+            probe = probes[f.partition_path]
+            for key in probe.filter(pc.is_in(probe, value_set=stored)).to_pylist():
+                homes[(f.partition_path, key)] = f.file_id
+        log.debug("bloom index: %d keys settled on the driver from the keys of %d base files", len(self.keys),
+                  len(files))
+        rows = kept.filter(F.col(SEVERAL_FILES_COLUMN)).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN)
+        found = spark.createDataFrame([(p, k, fid) for (p, k), fid in homes.items()],
+                                      f"{PARTITION_PATH} string, {RECORD_KEY} string, {FILE_ID_COLUMN} string")
+        on = [PARTITION_PATH, RECORD_KEY]
+        settled = kept.filter(~F.col(SEVERAL_FILES_COLUMN)).drop(SEVERAL_FILES_COLUMN).unionByName(
+            rows.join(F.broadcast(found), on=on, how="left"))
+        # The keys a file holds were counted as inserts: they are existing keys of that file group.
+        inserts, moved = dict(profile.inserts), 0
+        for path, key in self.keys:
+            if (path, key) in homes:
+                inserts[path] -= 1
+                moved += 1
+        updated = profile.updated | {(p, fid) for (p, _), fid in homes.items()}
+        counted = WorkloadProfile({p: n for p, n in inserts.items() if n}, profile.existing + moved, updated)
+        return settled, counted

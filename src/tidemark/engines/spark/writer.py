@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from tidemark.engines.spark.bloom_index import (
     BLOOM_PRUNE_MAX_KEYS,
     SEVERAL_FILES_COLUMN,
+    SeveralFiles,
     candidate_files,
     every_file_hit,
     several_files_count,
@@ -111,8 +112,7 @@ class SparkWritePipeline:
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
         self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
         self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
-        self._several_files = 0  # keys that several files' footers may hold (tag_by_footers), once counted
-        self._several_paths: list[str] = []  # their partition paths
+        self._several = SeveralFiles()  # keys that several files' footers may hold (tag_by_footers), once counted
         self.parallelism = parallelism
         self._job: JobHandle | None = None
 
@@ -328,7 +328,7 @@ class SparkWritePipeline:
         kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
         self._kept.append(kept)
         if SEVERAL_FILES_COLUMN in tagged.columns:
-            self._several_files, self._several_paths = counts["several"] or 0, sorted(counts["several_paths"] or ())
+            self._several = SeveralFiles.of([counts])
         if self._unchecked is not None:
             self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
         found = metrics.profile(counts)
@@ -359,8 +359,7 @@ class SparkWritePipeline:
         aggs.extend(several_files_count(tagged))
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if SEVERAL_FILES_COLUMN in tagged.columns:
-            self._several_files = sum(r["several"] or 0 for r in rows)
-            self._several_paths = sorted({p for r in rows for p in r["several_paths"] or ()})
+            self._several = SeveralFiles.of(rows)
         if unchecked is not None:
             self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
         return WorkloadProfile(
@@ -392,15 +391,17 @@ class SparkWritePipeline:
     ) -> tuple[DataFrame, WorkloadProfile]:
         """A batch tagged by its footers, with the keys that several files may hold (a filter's
         false positive: rare) looked up by reading the stored keys, and counted again."""
-        several = F.col(SEVERAL_FILES_COLUMN)
-        if not self._several_files:
+        several, found = F.col(SEVERAL_FILES_COLUMN), self._several
+        if not found.count:
             return kept.drop(SEVERAL_FILES_COLUMN), profile
-        log.debug("bloom index: %d keys that several files' footers may hold, looked up by their keys",
-                  self._several_files)
+        log.debug("bloom index: %d keys that several files' footers may hold, looked up by their keys", found.count)
+        on_driver = found.settle_on_driver(self.spark, view, kept, profile)
+        if on_driver is not None:  # few: their files' keys read on the driver
+            return on_driver
         rows = kept.filter(several).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN)
         # The lookup's scope becomes those keys: the bloom probe keeps only the files that may
         # hold one of them (in their partitions), and only those files' keys are read.
-        self.batch_rows, self.batch_partitions, self._rows_by_partition = self._several_files, self._several_paths, None
+        self.batch_rows, self.batch_partitions, self._rows_by_partition = found.count, list(found.paths), None
         self._arrived, self._arrived_keys = rows, None
         looked_up = self.tag(rows, view, by_footers=False)
         settled = self.persist(kept.filter(~several).drop(SEVERAL_FILES_COLUMN).unionByName(looked_up))
