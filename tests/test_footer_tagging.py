@@ -90,6 +90,13 @@ def test_the_locator_sends_keys_several_files_may_hold_to_the_key_read() -> None
     found = KeyLocator(footers).locate(pa.array(probe, pa.string()), pa.array(parts))
     assert found.tolist() == [0, SEVERAL_FILES, 1, 1, NO_FILE, 2, NO_FILE, NO_FILE]
     ints = KeyLocator([KeyFooter("", int_low=10, int_high=20, bloom=real, bloom_type="DYNAMIC_V0")])
+    # Footer tagging trusts only filters sized for their file's keys (one row, not past it).
+    assert KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0", num_rows=60_000).filter_within_sizing
+    assert not KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0", num_rows=60_001).filter_within_sizing
+    assert not KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0").filter_within_sizing  # count unknown
+    grown = BloomFilter.build([f"k{i}" for i in range(3_000)], num_entries=1_000, max_entries=5_000)
+    assert not KeyFooter("p", bloom=grown.serialize().encode(), bloom_type="DYNAMIC_V0",
+                         num_rows=900).filter_within_sizing  # three rows: past its sizing
     assert ints.locate(pa.array(["k0010", "k0010"]), None, pa.array([15, 25])).tolist() == [0, NO_FILE]
 
 

@@ -10,6 +10,8 @@ by an older tidemark) is always read.
 
 from __future__ import annotations
 
+import base64
+import struct
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -118,11 +120,25 @@ class KeyFooter:
     int_high: int | None = None
     bloom: bytes | None = None
     bloom_type: str = ""
+    num_rows: int | None = None  # the file's row count (its keys), when known
 
     @property
     def has_filter(self) -> bool:
         """Whether the footer holds a bloom filter of the type tidemark reads."""
         return self.bloom is not None and self.bloom_type == TYPE_CODE
+
+    @property
+    def filter_within_sizing(self) -> bool:
+        """Whether the file's keys fit its filter's one row: past its sizing, Hudi's dynamic
+        filter spreads keys over more rows and says "may hold" far more often. (The header
+        alone is decoded: version, hashes, hash type, size, then keys per row and rows.)"""
+        if not self.has_filter or self.num_rows is None or self.bloom is None:
+            return False
+        try:
+            keys_per_row, _, rows = struct.unpack_from(">iii", base64.b64decode(self.bloom[:36]), 13)
+        except (ValueError, struct.error):
+            return False
+        return rows == 1 and self.num_rows <= keys_per_row
 
 
 def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | None]:
@@ -175,7 +191,7 @@ def _key_footer(storage: Storage, f: BaseFile, int_key: str | None) -> KeyFooter
     int_low, int_high = _int_range(meta, int_key) if int_key else (None, None)
     return KeyFooter(
         f.partition_path, low_text, high_text, int_low, int_high, kv.get(FOOTER_KEY.encode()),
-        kv.get(TYPE_CODE_KEY.encode(), b"").decode(),
+        kv.get(TYPE_CODE_KEY.encode(), b"").decode(), meta.num_rows,
     )
 
 

@@ -145,11 +145,14 @@ def tag_by_footers(
     :data:`SEVERAL_FILES_COLUMN` true: its file must be found by reading keys.
 
     Returns None, to look keys up by reading them, when some file has no bloom filter tidemark
-    reads (its every key in range would look like its own, and inserts would pile into it) or
-    the filters are too large to travel with the tasks.
+    reads (its every key in range would look like its own, and inserts would pile into it),
+    holds more keys than its filter's one row is sized for (Hudi's files past 60,000 keys:
+    false positives grow, and many keys would need their files read), or the filters are too
+    large to travel with the tasks.
     """
     footers = read_key_footers(storage, files, int_key)
-    if not all(f.has_filter for f in footers) or sum(len(f.bloom or b"") for f in footers) > FOOTER_TAG_MAX_BYTES:
+    if not all(f.filter_within_sizing for f in footers) \
+            or sum(len(f.bloom or b"") for f in footers) > FOOTER_TAG_MAX_BYTES:
         return None
     log.debug("bloom index: keys located by the footers of %d base files, no stored key read", len(files))
     file_ids = pa.array([f.file_id for f in files], pa.string())

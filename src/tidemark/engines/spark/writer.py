@@ -538,10 +538,11 @@ class SparkWritePipeline:
         writes insert a tagged key the file does not hold, and nothing but the key's file
         depends on the tag. (A merge-on-read table would append such a key to a log, where the
         next lookup, which reads base files, would not find it; insert and delete count or
-        drop the keys found.)
+        drop the keys found.) And for a text key: an integer key's stored column is cheaper.
         """
         layout = self.layout
-        if self.operation is not WriteOperation.UPSERT or layout.merge_on_read or layout.bucket is not None:
+        if self.operation is not WriteOperation.UPSERT or layout.merge_on_read or layout.bucket is not None \
+                or self._integer_key():  # a long key column is cheaper to read and join than rows to move
             return None
         files = view.latest_base_files(partitions)
         if not files:
