@@ -211,3 +211,32 @@ def test_merge_on_read_upserts_and_deletes_read_the_keys(
     assert not any("located by the footers" in r.getMessage() for r in caplog.records)
     assert _model(table) == model
     assert _hudi_rs(table.path) == model
+
+
+@pytest.mark.spark
+def test_unusual_keys_and_partition_values_are_located_by_footers(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Keys with ',' ':' and non-ASCII text (no usable text range: the filters alone decide),
+    partition values with spaces and accents: updated in place, new ones inserted once."""
+    ids = [f"clé:{i},é€{i % 7}" for i in range(600)]
+    parts = ["São Paulo" if (i // 2) % 2 else "a b" for i in range(600)]
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  ordering_field="ts", options=OPTIONS)
+    for half in (0, 1):  # two files per partition
+        chosen = range(half, 600, 2)
+        table.bulk_insert(pa.table({"id": [ids[i] for i in chosen], "part": [parts[i] for i in chosen],
+                                    "ts": [1] * 300, "v": ["a"] * 300}))
+    table = tidemark.Table.open(table.path, spark=spark)
+    model = _model(table)
+    _, files, _ = _files_and_keys(table.path)
+    assert len(files) == 4
+    rows = [{**model[k], "ts": 2, "v": "u"} for k in ids[::5]]
+    rows += [{"id": f"neu:{i},ü", "part": "São Paulo", "ts": 2, "v": "n"} for i in range(30)]
+    with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark"):
+        result = table.upsert(_frame(spark, rows))
+    assert any("located by the footers of 4 base files" in r.getMessage() for r in caplog.records)
+    assert result.num_updates == 120 and result.num_inserts == 30
+    model.update({r["id"]: r for r in rows})
+    assert _model(table) == model
+    assert _hudi_rs(table.path) == model

@@ -195,6 +195,19 @@ def _key_footer(storage: Storage, f: BaseFile, int_key: str | None) -> KeyFooter
     )
 
 
+def in_key_range(footer: KeyFooter, keys: pa.Array | None, ints: pa.Array | None) -> np.ndarray | None:
+    """Which keys lie within the file's key range: by its integer range when ``ints`` (the
+    integer key field's values) are given, else by its record-key text range; None when the
+    footer has no range to test them by (then any of them may be in the file)."""
+    if footer.int_low is not None and footer.int_high is not None and ints is not None:
+        inside = pc.and_(pc.greater_equal(ints, footer.int_low), pc.less_equal(ints, footer.int_high))
+    elif footer.low is not None and footer.high is not None and keys is not None:
+        inside = pc.and_(pc.greater_equal(keys, footer.low), pc.less_equal(keys, footer.high))
+    else:
+        return None
+    return pc.fill_null(inside, False).to_numpy(zero_copy_only=False)
+
+
 def parsed_filter(footer: KeyFooter) -> BloomFilter | None:
     """The footer's bloom filter, or None: none, or one that cannot be read (which then rules
     nothing out: the keys are read instead)."""
@@ -251,18 +264,9 @@ class KeyProbe:
         for i in members:
             if self.verdicts[i] == MAY_HOLD:
                 continue
-            footer = self.footers[i]
-            if footer.int_low is not None and footer.int_high is not None and ints is not None:
-                inside = pc.and_(pc.greater_equal(ints, footer.int_low), pc.less_equal(ints, footer.int_high))
-            elif footer.low is not None and footer.high is not None and keys is not None:
-                inside = pc.and_(pc.greater_equal(keys, footer.low), pc.less_equal(keys, footer.high))
-            else:
-                inside = None
-            chosen = None
-            if inside is not None:
-                chosen = pc.fill_null(inside, False).to_numpy(zero_copy_only=False)
-                if not chosen.any():
-                    continue
+            chosen = in_key_range(self.footers[i], keys, ints)
+            if chosen is not None and not chosen.any():
+                continue
             bloom = self._bloom(i)
             if bloom is not None:
                 if keys is None and ints is not None:
@@ -337,7 +341,8 @@ class KeyLocator:
             row_keys = text.take(pa.array(rows))
             row_ints = int_keys.take(pa.array(rows)) if int_keys is not None else None
             for i in members:
-                chosen = rows[self._in_range(self.footers[i], row_keys, row_ints)]
+                inside = in_key_range(self.footers[i], row_keys, row_ints)
+                chosen = rows if inside is None else rows[inside]
                 bloom = filters[i]
                 if bloom is not None and len(chosen):
                     chosen = chosen[bloom.holds_hashed(chains[chosen])]
@@ -345,18 +350,6 @@ class KeyLocator:
                 found[chosen] = i
         found[hits > 1] = SEVERAL_FILES
         return found
-
-    @staticmethod
-    def _in_range(footer: KeyFooter, keys: pa.Array, ints: pa.Array | None) -> np.ndarray:
-        """Which ``keys`` lie within the file's key range (all of them if it has none)."""
-        inside = None
-        if footer.int_low is not None and footer.int_high is not None and ints is not None:
-            inside = pc.and_(pc.greater_equal(ints, footer.int_low), pc.less_equal(ints, footer.int_high))
-        elif footer.low is not None and footer.high is not None:
-            inside = pc.and_(pc.greater_equal(keys, footer.low), pc.less_equal(keys, footer.high))
-        if inside is None:
-            return np.ones(len(keys), dtype=bool)
-        return pc.fill_null(inside, False).to_numpy(zero_copy_only=False)
 
 
 __all__ = [
