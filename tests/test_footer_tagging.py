@@ -90,14 +90,23 @@ def test_the_locator_sends_keys_several_files_may_hold_to_the_key_read() -> None
     found = KeyLocator(footers).locate(pa.array(probe, pa.string()), pa.array(parts))
     assert found.tolist() == [0, SEVERAL_FILES, 1, 1, NO_FILE, 2, NO_FILE, NO_FILE]
     ints = KeyLocator([KeyFooter("", int_low=10, int_high=20, bloom=real, bloom_type="DYNAMIC_V0")])
-    # Footer tagging trusts only filters sized for their file's keys (one row, not past it).
-    assert KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0", num_rows=60_000).filter_within_sizing
-    assert not KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0", num_rows=60_001).filter_within_sizing
-    assert not KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0").filter_within_sizing  # count unknown
-    grown = BloomFilter.build([f"k{i}" for i in range(3_000)], num_entries=1_000, max_entries=5_000)
-    assert not KeyFooter("p", bloom=grown.serialize().encode(), bloom_type="DYNAMIC_V0",
-                         num_rows=900).filter_within_sizing  # three rows: past its sizing
+    # Footer tagging weighs how many keys each filter lets through, from its bits.
+    assert KeyFooter("p", bloom=real, bloom_type="DYNAMIC_V0").false_positive_rate < 1e-9
+    assert KeyFooter("p", "a", "z").false_positive_rate == 1.0  # no filter
+    assert KeyFooter("p", bloom=b"bm90IGEgZmlsdGVy", bloom_type="DYNAMIC_V0").false_positive_rate == 1.0
+    assert KeyFooter("p", bloom=_saturated(real), bloom_type="DYNAMIC_V0").false_positive_rate == 1.0
     assert ints.locate(pa.array(["k0010", "k0010"]), None, pa.array([15, 25])).tolist() == [0, NO_FILE]
+
+
+def test_the_false_positive_rate_of_a_filter_filled_past_its_sizing_is_what_its_bits_say() -> None:
+    # Two rows sized for 1,000 keys each, filled with 2,500 each (Hudi's files of 250,000 keys
+    # are filled so: two rows sized for 60,000 keys, then round-robin).
+    grown = BloomFilter.build([f"k{i:07d}" for i in range(0, 10_000, 2)], num_entries=1_000, max_entries=2_000)
+    assert len(grown.rows) == 2
+    others = pa.array([f"k{i:07d}" for i in range(1, 800_001, 2)])
+    measured = grown.might_contain(others).mean()
+    assert 0.001 < grown.false_positive_rate < 0.05  # far past the sizing's one in a billion
+    assert measured == pytest.approx(grown.false_positive_rate, rel=0.2)
 
 
 def _model(table: tidemark.Table) -> dict[str, dict[str, Any]]:
@@ -143,9 +152,9 @@ def test_a_spark_upsert_tagged_by_footers_equals_the_model(
 def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, settled: str
 ) -> None:
-    """One file's filter says yes to every key: the other file's keys in its range are then
+    """One file's filter also says yes to its neighbour's keys: those in its range are then
     held by 'several files', and must be updated where they are, not inserted into the
-    saturated file; new keys in its range only it may hold, and are inserted into it. A few
+    file that lets them through; new keys in its range only it may hold, and are inserted into it. A few
     such keys are settled on the driver, many by a Spark join."""
     if settled != "on the driver":
         from tidemark.engines.spark import bloom_index
@@ -158,9 +167,13 @@ def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     rows = pq.read_table(full)
     # The footer's key-value pairs (pyarrow writes its own ARROW:schema again).
     metadata = {k: v for k, v in (pq.read_metadata(full).metadata or {}).items() if k != b"ARROW:schema"}
-    metadata[FOOTER_KEY.encode()] = _saturated(metadata[FOOTER_KEY.encode()])
-    pq.write_table(rows.replace_schema_metadata(metadata), full)
     neighbour = next(f for f in files if f.partition_path == "part=p0" and f.path != target.path)
+    # Its own keys and its neighbour's: false positives for those, few for any other key.
+    stored = BloomFilter.parse(metadata[FOOTER_KEY.encode()])
+    both = BloomFilter.build(sorted(held[target.path] | held[neighbour.path]), num_entries=stored.keys_per_row)
+    assert both.false_positive_rate < 1e-6
+    metadata[FOOTER_KEY.encode()] = both.serialize().encode()
+    pq.write_table(rows.replace_schema_metadata(metadata), full)
 
     table = tidemark.Table.open(path, spark=spark)
     model = _model(table)
@@ -187,6 +200,31 @@ def test_keys_several_files_may_hold_are_looked_up_by_reading_keys(
     assert _hudi_rs(table.path) == model
     _, _, after = _files_and_keys(table.path)
     assert sum(len(k) for k in after.values()) == len(model)  # no key in two files
+
+
+@pytest.mark.spark
+def test_a_filter_that_lets_many_keys_through_sends_the_upsert_to_the_key_read(
+    spark: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file whose filter says yes to every key (filled far past its sizing) would send most
+    of its partition's keys to the several-files path: the keys are joined instead."""
+    path = _table(tmp_path / "t").path
+    storage, files, _ = _files_and_keys(path)
+    target = next(f for f in files if f.partition_path == "part=p1")
+    full = storage.full_path(target.path)
+    metadata = {k: v for k, v in (pq.read_metadata(full).metadata or {}).items() if k != b"ARROW:schema"}
+    metadata[FOOTER_KEY.encode()] = _saturated(metadata[FOOTER_KEY.encode()])
+    pq.write_table(pq.read_table(full).replace_schema_metadata(metadata), full)
+    table = tidemark.Table.open(path, spark=spark)
+    model = _model(table)
+    rows = [{**model[k], "ts": 2, "v": "u"} for k in sorted(model)[::11]]
+    rows += [{"id": f"k{i:06d}x", "part": f"p{i % 2}", "ts": 2, "v": "n"} for i in range(0, 4_000, 13)]
+    with caplog.at_level(logging.DEBUG, logger="tidemark.engines.spark"):
+        table.upsert(_frame(spark, rows))
+    assert not any("located by the footers" in r.getMessage() for r in caplog.records)
+    model.update({r["id"]: r for r in rows})
+    assert _model(table) == model
+    assert _hudi_rs(table.path) == model
 
 
 @pytest.mark.spark

@@ -387,6 +387,15 @@ class BloomFilter:
         result[index[alive.any(axis=0)]] = True
         return result
 
+    @property
+    def false_positive_rate(self) -> float:
+        """The chance that a key the file does not hold is said to be in it, from how full the
+        rows are: a row whose bits are set in fraction ``f`` lets a key through with chance
+        ``f ** hashes``, and a key may be in any row. Past its sizing (Hudi's files of more than
+        60,000 keys spread keys over two rows, then round-robin) this grows fast."""
+        rate = sum((np.count_nonzero(bits) / self.vector_size) ** self.hashes for bits in self.rows)
+        return min(1.0, float(rate))
+
     def serialize(self) -> str:
         """Base64 text, byte for byte what Hudi's ``serializeToString`` writes for the same filter."""
         header = struct.pack(">iiBi", _VERSION, self.hashes, _MURMUR, self.vector_size)

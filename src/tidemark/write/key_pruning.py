@@ -10,8 +10,6 @@ by an older tidemark) is always read.
 
 from __future__ import annotations
 
-import base64
-import struct
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -128,17 +126,15 @@ class KeyFooter:
         return self.bloom is not None and self.bloom_type == TYPE_CODE
 
     @property
-    def filter_within_sizing(self) -> bool:
-        """Whether the file's keys fit its filter's one row: past its sizing, Hudi's dynamic
-        filter spreads keys over more rows and says "may hold" far more often. (The header
-        alone is decoded: version, hashes, hash type, size, then keys per row and rows.)"""
-        if not self.has_filter or self.num_rows is None or self.bloom is None:
-            return False
+    def false_positive_rate(self) -> float:
+        """The chance that the file's filter lets through a key the file does not hold
+        (:attr:`BloomFilter.false_positive_rate`); 1.0 without a filter tidemark reads."""
+        if not self.has_filter or self.bloom is None:
+            return 1.0
         try:
-            keys_per_row, _, rows = struct.unpack_from(">iii", base64.b64decode(self.bloom[:36]), 13)
-        except (ValueError, struct.error):
-            return False
-        return rows == 1 and self.num_rows <= keys_per_row
+            return BloomFilter.parse(self.bloom, self.bloom_type).false_positive_rate
+        except BloomFilterError:
+            return 1.0
 
 
 def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | None]:
