@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import rows_of
+from conftest import hudi_rs_read, rows_of
 from tidemark import (
     ConfigError,
     InvalidInputError,
@@ -87,14 +87,14 @@ def test_null_keys_found_with_the_tagged_batch_change_nothing(
     is written. The error still counts every null-key record of the batch as it arrived."""
     import pandas as pd
 
-    from tidemark.engines.spark.writer import SparkWritePipeline
+    from tidemark.engines.spark.batch_checks import BatchChecks
 
     t = Table.create(str(tmp_path / "t"), spark=spark, record_key="id", ordering_field="ts")
     t.upsert(spark.createDataFrame([(1, "sf", 1, "a"), (2, "nyc", 1, "b")], SCHEMA))
     deferred: list[bool] = []
-    decide = SparkWritePipeline._can_defer_key_check
+    decide = BatchChecks._can_defer_key_check
     monkeypatch.setattr(
-        SparkWritePipeline, "_can_defer_key_check", lambda self, df: deferred.append(decide(self, df)) or deferred[-1]
+        BatchChecks, "_can_defer_key_check", lambda self, df: deferred.append(decide(self, df)) or deferred[-1]
     )
     before_rows, before_disk = rows_of(t.read(), COLS), _snapshot_of_disk(t.path)
     frame = pd.DataFrame({"id": [None, 3, None, 1], "city": ["sf"] * 4, "ts": [1, 1, 2, 5], "v": ["x", "y", "z", "w"]})
@@ -105,6 +105,47 @@ def test_null_keys_found_with_the_tagged_batch_change_nothing(
     assert info.value.count == 2  # both, though the dedup keeps one record per (null) key
     assert rows_of(t.read(), COLS) == before_rows
     assert _snapshot_of_disk(t.path) == before_disk
+
+
+TEXT_KEYED = "id string, city string, ts long, v string"
+
+
+@pytest.mark.parametrize("case", ["null keys", "a partition value that climbs out", "a new partition"])
+def test_checks_left_to_footer_tagging_refuse_bad_batches_and_change_nothing(
+    spark: Any, tmp_path: Path, case: str, monkeypatch: Any
+) -> None:
+    """An upsert of a partitioned table with text keys finds each key's file from the footers of
+    every partition, without a job to learn the batch's partitions first: the key and partition
+    checks ride on the tagged batch's pass, and still refuse a bad batch before anything is
+    written. A batch with a partition the table does not have yet is counted apart, and lands."""
+    from tidemark.engines.spark.batch_checks import BatchChecks
+
+    t = Table.create(str(tmp_path / "t"), spark=spark, record_key="id", partition_by="city", ordering_field="ts")
+    t.upsert(spark.createDataFrame([("a", "sf", 1, "a"), ("b", "nyc", 1, "b")], TEXT_KEYED))
+    checked_apart: list[bool] = []
+    monkeypatch.setattr(BatchChecks, "run_now", lambda self, df, int_key: checked_apart.append(True))
+    before_rows, before_disk = rows_of(t.read(), COLS), _snapshot_of_disk(t.path)
+    rows = [("a", "sf", 2, "u"), ("c", "nyc", 2, "n")]
+    if case == "null keys":
+        rows += [(None, "sf", 2, "x"), (None, "nyc", 3, "y")]
+    elif case == "a partition value that climbs out":
+        rows += [("d", "x/../../outside", 2, "z")]
+    else:
+        rows += [("d", "la", 2, "z")]
+    batch = spark.createDataFrame(rows, TEXT_KEYED)
+    if case == "a new partition":
+        t.upsert(batch)
+        assert rows_of(t.read(), ["id", "city", "v"]) == [("a", "sf", "u"), ("b", "nyc", "b"), ("c", "nyc", "n"),
+                                                          ("d", "la", "z")]
+        assert sorted(hudi_rs_read(t.path).column("id").to_pylist()) == ["a", "b", "c", "d"]
+    else:
+        with pytest.raises(NullRecordKeyError if case == "null keys" else InvalidInputError) as info:
+            t.upsert(batch)
+        if case == "null keys":
+            assert info.value.count == 2
+        assert rows_of(t.read(), COLS) == before_rows
+        assert _snapshot_of_disk(t.path) == before_disk
+    assert checked_apart == []  # no job of their own
 
 
 def test_delete_with_null_key_changes_nothing(spark: Any, table: Table) -> None:

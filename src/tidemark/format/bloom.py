@@ -393,8 +393,7 @@ class BloomFilter:
         rows are: a row whose bits are set in fraction ``f`` lets a key through with chance
         ``f ** hashes``, and a key may be in any row. Past its sizing (Hudi's files of more than
         60,000 keys spread keys over two rows, then round-robin) this grows fast."""
-        rate = sum((np.count_nonzero(bits) / self.vector_size) ** self.hashes for bits in self.rows)
-        return min(1.0, float(rate))
+        return _false_positive_rate([int(np.count_nonzero(bits)) for bits in self.rows], self.vector_size, self.hashes)
 
     def serialize(self) -> str:
         """Base64 text, byte for byte what Hudi's ``serializeToString`` writes for the same filter."""
@@ -408,29 +407,42 @@ class BloomFilter:
     @classmethod
     def parse(cls, text: str | bytes, type_code: str = TYPE_CODE) -> BloomFilter:
         """Read a filter from a footer value; raises BloomFilterError if it is not a readable ``DYNAMIC_V0``."""
-        if type_code != TYPE_CODE:
-            raise BloomFilterError(f"bloom filter type {type_code!r} is not supported (only {TYPE_CODE})")
-        try:
-            raw = base64.b64decode(text, validate=True)
-            version, hashes, hash_type, size = struct.unpack_from(">iiBi", raw, 0)
-            keys_per_row, current, row_count = struct.unpack_from(">iii", raw, 13)
-            offset = 25
-            n_bytes = (size + 7) // 8
-            rows = []
-            for _ in range(row_count):
-                struct.unpack_from(">iiBi", raw, offset)
-                offset += 13
-                chunk = np.frombuffer(raw, dtype=np.uint8, count=n_bytes, offset=offset)
-                offset += n_bytes
-                rows.append(np.unpackbits(chunk, bitorder="little")[:size].astype(bool))
-        except (ValueError, struct.error) as error:
-            raise BloomFilterError(f"the bloom filter could not be read: {error}") from error
-        if version != _VERSION or hash_type != _MURMUR or offset != len(raw) or row_count < 1:
-            raise BloomFilterError(
-                f"the bloom filter is not a Murmur-hashed {TYPE_CODE} filter "
-                f"(version {version}, hash type {hash_type}, {len(raw) - offset} bytes left over)"
-            )
-        return cls(size, hashes, keys_per_row, current, tuple(rows))
+        size, hashes, keys_per_row, current, packed = _read(text, type_code)
+        rows = tuple(np.unpackbits(row, bitorder="little")[:size].astype(bool) for row in packed)
+        return cls(size, hashes, keys_per_row, current, rows)
+
+
+def _read(text: str | bytes, type_code: str) -> tuple[int, int, int, int, list[np.ndarray]]:
+    """A serialized filter's vector size, hashes, keys per row, keys in the current row and
+    packed rows (uint8 views of the decoded bytes); raises BloomFilterError."""
+    if type_code != TYPE_CODE:
+        raise BloomFilterError(f"bloom filter type {type_code!r} is not supported (only {TYPE_CODE})")
+    try:
+        raw = base64.b64decode(text, validate=True)
+        version, hashes, hash_type, size = struct.unpack_from(">iiBi", raw, 0)
+        keys_per_row, current, row_count = struct.unpack_from(">iii", raw, 13)
+        offset = 25
+        n_bytes = (size + 7) // 8
+        rows = []
+        for _ in range(row_count):
+            struct.unpack_from(">iiBi", raw, offset)
+            offset += 13
+            rows.append(np.frombuffer(raw, dtype=np.uint8, count=n_bytes, offset=offset))
+            offset += n_bytes
+    except (ValueError, struct.error) as error:
+        raise BloomFilterError(f"the bloom filter could not be read: {error}") from error
+    if version != _VERSION or hash_type != _MURMUR or offset != len(raw) or row_count < 1:
+        raise BloomFilterError(
+            f"the bloom filter is not a Murmur-hashed {TYPE_CODE} filter "
+            f"(version {version}, hash type {hash_type}, {len(raw) - offset} bytes left over)"
+        )
+    return size, hashes, keys_per_row, current, rows
+
+
+def _false_positive_rate(set_bits: Sequence[int], vector_size: int, hashes: int) -> float:
+    """A row whose bits are set in fraction ``f`` lets a key through with chance ``f ** hashes``;
+    a key may be in any row."""
+    return min(1.0, float(sum((bits / vector_size) ** hashes for bits in set_bits)))
 
 
 @dataclass(frozen=True)
@@ -446,6 +458,19 @@ class PackedFilter:
     @classmethod
     def of(cls, bloom: BloomFilter) -> PackedFilter:
         return cls(bloom.vector_size, bloom.hashes, tuple(np.packbits(r, bitorder="little") for r in bloom.rows))
+
+    @classmethod
+    def parse(cls, text: str | bytes, type_code: str = TYPE_CODE) -> PackedFilter:
+        """:meth:`BloomFilter.parse`, the bits left packed as stored; raises BloomFilterError."""
+        size, hashes, _, _, rows = _read(text, type_code)
+        return cls(size, hashes, tuple(rows))
+
+    @property
+    def false_positive_rate(self) -> float:
+        """:attr:`BloomFilter.false_positive_rate`, counted on the packed bits (the padding bits
+        of the last byte are clear)."""
+        return _false_positive_rate([int(np.bitwise_count(row).sum()) for row in self.rows], self.vector_size,
+                                    self.hashes)
 
     def holds_hashed(self, chains: np.ndarray) -> np.ndarray:
         """For keys given by their hash chains (:func:`hash_chains`, at least :attr:`hashes`

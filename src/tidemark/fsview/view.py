@@ -390,6 +390,14 @@ class FileSystemView:
         """The partitions this view has listed so far (None: all of the table's)."""
         return None if self._complete else set(self._loaded)
 
+    def known_partitions(self) -> list[str] | None:
+        """Every partition of the table if known without a walk of it (listed already, or by
+        the metadata table), else None."""
+        if self._complete:
+            return self.partitions()
+        known = self.listing.all_partitions() if self.listing is not None else None
+        return None if known is None else sorted(known)
+
     def partitions(self) -> list[str]:
         self._load_all()
         return sorted({g.partition_path for g in self._groups.values()})

@@ -129,12 +129,8 @@ class KeyFooter:
     def false_positive_rate(self) -> float:
         """The chance that the file's filter lets through a key the file does not hold
         (:attr:`BloomFilter.false_positive_rate`); 1.0 without a filter tidemark reads."""
-        if not self.has_filter or self.bloom is None:
-            return 1.0
-        try:
-            return BloomFilter.parse(self.bloom, self.bloom_type).false_positive_rate
-        except BloomFilterError:
-            return 1.0
+        packed = packed_filter(self)
+        return 1.0 if packed is None else packed.false_positive_rate
 
 
 def _int_range(meta: pq.FileMetaData, field: str) -> tuple[int | None, int | None]:
@@ -215,6 +211,16 @@ def parsed_filter(footer: KeyFooter) -> BloomFilter | None:
         return None
 
 
+def packed_filter(footer: KeyFooter) -> PackedFilter | None:
+    """:func:`parsed_filter`, its bits left packed."""
+    if footer.bloom is None:
+        return None
+    try:
+        return PackedFilter.parse(footer.bloom, footer.bloom_type)
+    except BloomFilterError:
+        return None
+
+
 class KeyProbe:
     """Probes chunks of a batch's keys against many files' footers (:func:`read_key_footers`).
 
@@ -289,16 +295,22 @@ class KeyLocator:
     filter may hold every key in its range.
 
     Each key is hashed once for all the filters (:func:`~tidemark.format.bloom.hash_chains`);
-    each filter is parsed once per locator. Made where the keys are (a Spark task).
+    each filter is parsed once per locator, when a key of its partition first comes. Made where
+    the keys are (a Spark task), which may see a few of many partitions.
     """
 
     def __init__(self, footers: list[KeyFooter]) -> None:
         self.footers = footers
-        self._filters = [None if (bloom := parsed_filter(f)) is None else PackedFilter.of(bloom) for f in footers]
-        self._hashes = max((f.hashes for f in self._filters if f is not None), default=0)
+        self._filters: dict[int, PackedFilter | None] = {}
         self._by_partition: dict[str, list[int]] = {}
         for i, footer in enumerate(footers):
             self._by_partition.setdefault(footer.partition_path, []).append(i)
+
+    def _filter(self, i: int) -> PackedFilter | None:
+        """File ``i``'s filter, or None (none, or one that cannot be read: it rules nothing out)."""
+        if i not in self._filters:
+            self._filters[i] = packed_filter(self.footers[i])
+        return self._filters[i]
 
     def locate(
         self, keys: pa.Array, partitions: pa.Array | None = None, int_keys: pa.Array | None = None
@@ -326,7 +338,8 @@ class KeyLocator:
                 members = self._by_partition.get(path)
                 if members:
                     groups.append((np.flatnonzero((codes == code) & valid), members))
-        filters, count = self._filters, self._hashes
+        filters = {i: self._filter(i) for rows, members in groups if len(rows) for i in members}
+        count = max((f.hashes for f in filters.values() if f is not None), default=0)
         wanted = np.unique(np.concatenate([rows for rows, _ in groups])) if groups else np.zeros(0, np.int64)
         chains = np.zeros((n, count), dtype=np.uint32)
         if count and len(wanted):

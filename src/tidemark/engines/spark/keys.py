@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from tidemark.engines.spark.expressions import name, sql_text
+from tidemark.engines.spark.expressions import name, named, sql_text
+from tidemark.errors import NullRecordKeyError
 from tidemark.format.names import DEFAULT_PARTITION
 from tidemark.format.partition_path import ESCAPED, escape_value
+from tidemark.write.validate import ambiguous_key_error
 
 # Each is SQL text parsed once (see :mod:`.expressions`); the functions returning a Column wrap it.
 
@@ -66,3 +68,25 @@ def partition_path_sql(fields: Sequence[str], *, hive_style: bool, url_encode: b
 
 def partition_path_column(fields: Sequence[str], *, hive_style: bool, url_encode: bool = False) -> Column:
     return F.expr(partition_path_sql(fields, hive_style=hive_style, url_encode=url_encode))
+
+
+def key_checks(fields: Sequence[str], text_fields: Sequence[str]) -> list[Column]:
+    """The aggregates that count rows with a null key field (``nulls``) and, of a key of several
+    fields, a ``text_fields`` value holding a ',' (``ambiguous``: its key would read as two)."""
+    ambiguous = " OR ".join(
+        ["false", *(f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in text_fields)])
+    return [named(f"sum(CAST({null_key_sql(fields)} AS BIGINT))", "nulls"),
+            named(f"sum(CAST(({ambiguous}) AS BIGINT))", "ambiguous")]
+
+
+def raise_for_bad_keys(df: DataFrame, fields: Sequence[str], text_fields: Sequence[str],
+                       nulls: int, ambiguous: int) -> None:
+    """Raise NullRecordKeyError (``nulls`` rows) or the error naming an ambiguous key value of
+    ``df`` (one more small job, only then), as :func:`key_checks` counted them."""
+    if nulls:
+        raise NullRecordKeyError(fields, nulls)
+    if ambiguous:
+        for field in text_fields:
+            found = df.filter(F.col(field).cast("string").contains(",")).select(field).limit(1).collect()
+            if found:
+                raise ambiguous_key_error(field, found[0][0])

@@ -26,9 +26,10 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 from pyspark import StorageLevel
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tidemark.engines.spark.batch_checks import BROADCAST_BATCH_KEY_BYTES, PATHS, BatchChecks
 from tidemark.engines.spark.bloom_index import (
     BLOOM_PRUNE_MAX_KEYS,
     SEVERAL_FILES_COLUMN,
@@ -42,20 +43,20 @@ from tidemark.engines.spark.bulk import write_bulk
 from tidemark.engines.spark.conform import arrow_schema_of, conform, spark_schema_of
 from tidemark.engines.spark.connect import (
     JobHandle,
-    estimated_bytes,
     release_checkpoint,
     task_reachable_host,
 )
 from tidemark.engines.spark.dedup import batch_dedup
 from tidemark.engines.spark.expressions import (
     name,
-    named,
 )
 from tidemark.engines.spark.group_writes import file_group_writes
-from tidemark.engines.spark.keys import null_key_condition, null_key_sql, partition_path_sql, record_key_sql
+from tidemark.engines.spark.keys import (
+    partition_path_sql,
+    record_key_sql,
+)
 from tidemark.engines.spark.object_files import read_columns_of
 from tidemark.engines.spark.observed import (
-    KEPT_KEY_BYTES,
     OBSERVED_PARTITIONS,
     ProfileMetrics,
     kept_with,
@@ -63,10 +64,8 @@ from tidemark.engines.spark.observed import (
 )
 from tidemark.engines.spark.routing import bucket_file_ids, route
 from tidemark.engines.spark.stats import run_stats_job
-from tidemark.errors import NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, PARTITION_PATH, RECORD_KEY
-from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE
 from tidemark.write.bucket import BucketAssignment
@@ -75,7 +74,7 @@ from tidemark.write.file_group import WriteSpec
 from tidemark.write.key_pruning import PruneStats
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
-from tidemark.write.validate import ambiguous_key_error, plan_columns, require_columns, text_key_fields
+from tidemark.write.validate import plan_columns, require_columns
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +82,8 @@ log = logging.getLogger(__name__)
 BROADCAST_BATCH_KEYS = 2_000_000
 # Batches up to this many rows also have the table's keys that match them broadcast.
 BROADCAST_MATCHED_KEYS = 500_000
-# Without a count, a batch whose keys Spark's plan estimates at most this size is broadcast. Kept
-# low because the estimate of a parquet source is its compressed size.
-BROADCAST_BATCH_KEY_BYTES = 16 << 20
+# Tagging a batch of unknown partitions by every partition's footers reads at most this many.
+FOOTER_TAG_ALL_FILES = 256
 
 class SparkWritePipeline:
     """Runs the data-parallel part of one write on Spark and returns the write statistics."""
@@ -103,15 +101,11 @@ class SparkWritePipeline:
         self.operation = operation
         self.layout = layout
         self.user_schema = user_schema
-        self.batch_partitions: list[str] | None = None  # found by prepare()
-        self.batch_rows: int | None = None
-        self._rows_by_partition: dict[str, int] | None = None  # the batch's rows per path, when counted
         self.prune_stats: PruneStats | None = None  # what the bloom index ruled out (small batches)
-        self.batch_key_bytes: int | None = None  # Spark's estimate, when the batch is not counted
         self._kept: list[DataFrame] = []  # local checkpoints, dropped by release()
+        self.checks = BatchChecks(layout, user_schema, operation, self._kept)  # its keys, partitions, count
         self._arrived: DataFrame | None = None  # the prepared batch, before dedup
-        self._arrived_keys: DataFrame | None = None  # its key columns, kept by the check (small batches)
-        self._unchecked: DataFrame | None = None  # the batch, while its null-key check waits for profile()
+        self._footer_partitions: list[str] = []  # the partitions whose footers tagged it (deferred checks)
         self._several = SeveralFiles()  # keys that several files' footers may hold (tag_by_footers), once counted
         self.parallelism = parallelism
         self._job: JobHandle | None = None
@@ -127,7 +121,7 @@ class SparkWritePipeline:
         """Collect the stats of a write job, run under a name (job group, or operation tag on
         Spark Connect) so that :meth:`cancel_write` can stop it
         (:func:`~tidemark.engines.spark.stats.run_stats_job`)."""
-        if self._unchecked is not None:  # pragma: no cover - a client that skipped profile()
+        if self.checks.unchecked is not None:  # pragma: no cover - a client that skipped profile()
             raise RuntimeError("the batch's null-key check was deferred to profile(), which never ran")
         job = JobHandle(self.spark, f"tidemark-write-{instant}", f"tidemark write {instant}")
         self._job = job
@@ -152,7 +146,7 @@ class SparkWritePipeline:
 
         Raises MissingColumnError or SchemaMismatchError; raises NullRecordKeyError here, after
         one small Spark job, or later from :meth:`profile` / :meth:`persist_profiled` when the
-        check can ride on the count of the tagged batch (see ``_check_keys_and_find_partitions``).
+        check can ride on the count of the tagged batch (:mod:`.batch_checks`).
         Either way, before the write's instant is requested.
         """
         layout = self.layout
@@ -185,129 +179,9 @@ class SparkWritePipeline:
                 layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode)
             keys.append(f"{path} AS {name(PARTITION_PATH)}")
         df = df.selectExpr(*(name(c) for c in columns if c not in (RECORD_KEY, PARTITION_PATH)), *keys)
-        self._check_keys_and_find_partitions(df)
+        self.checks.run(df, footer_taggable=self._tags_by_footers(), int_key=self._integer_key())
         self._arrived = df
         return self.dedup(df) if dedup else df
-
-    def _check_keys_and_find_partitions(self, df: DataFrame) -> None:
-        """One small job: null keys (rejected) and the partitions the batch touches (for the index).
-
-        The job runs only where something before the index needs its answer. A bulk_insert needs
-        neither the partitions nor the row count: when Spark's schema says no key field can be
-        null, there is nothing to check. A write into a non-partitioned table whose batch size
-        Spark's plan already tells leaves the null-key check to :meth:`profile`, which counts the
-        tagged batch anyway: one job fewer before the instant is requested.
-        """
-        layout = self.layout
-        fields = layout.record_key_fields
-        paths_to_check = PARTITION_PATH in df.columns and self._partition_values_checked()
-        if (
-            self.operation is WriteOperation.BULK_INSERT
-            and not any(df.schema[name].nullable for name in fields)
-            and not paths_to_check
-            and not self._text_key_fields()
-        ):
-            return
-        if self._can_defer_key_check(df):
-            self._unchecked = df
-            return
-        if self._keeps_keys(df):
-            self._check_and_keep_keys(df)
-            return
-        checks = self._key_checks()
-        count = named("count(1)", "rows")
-        if PARTITION_PATH in df.columns:
-            rows = df.groupBy(PARTITION_PATH).agg(*checks, count).collect()
-            self.batch_partitions = sorted(r[0] for r in rows)
-        else:
-            rows = df.agg(*checks, count).collect()
-            self.batch_partitions = None
-        self.batch_rows = sum(r["rows"] or 0 for r in rows)
-        self._rows_by_partition = {r[0]: r["rows"] or 0 for r in rows} if PARTITION_PATH in df.columns else None
-        self._raise_for_bad_keys(df, sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
-        if self.batch_partitions is not None:
-            check_partition_paths(
-                self.batch_partitions, layout.partition_fields, hive_style=layout.hive_style,
-                url_encode=layout.url_encode,
-            )
-
-    def _keeps_keys(self, df: DataFrame) -> bool:
-        """Whether the check is the pass that keeps the batch's keys for the index: a simple-index
-        lookup in a partitioned table, of a batch whose keys Spark estimates small."""
-        if not self.operation.looks_up_keys or self.layout.bucket is not None or not self.layout.partition_fields:
-            return False
-        if PARTITION_PATH not in df.columns or not observable(df):
-            return False
-        size = estimated_bytes(df.select(PARTITION_PATH, RECORD_KEY))
-        return size is not None and size <= KEPT_KEY_BYTES
-
-    def _check_and_keep_keys(self, df: DataFrame) -> None:
-        """The batch's (partition path, record key[, integer key field]) kept for the bloom probe
-        and the lookup's broadcast, with the row count, the partition paths and the key checks
-        observed in the same job (:func:`.observed.kept_with`)."""
-        int_key = self._integer_key()
-        columns = [PARTITION_PATH, RECORD_KEY, *([int_key] if int_key else [])]
-        metrics = [named("count(1)", "rows"), named(f"collect_set({name(PARTITION_PATH)})", "paths"),
-                   *self._key_checks()]
-        kept, counts = kept_with(df, metrics, columns)
-        self._kept.append(kept)
-        self._arrived_keys = kept
-        self.batch_rows = counts["rows"] or 0
-        self.batch_partitions = sorted(counts["paths"] or ())
-        # Per path only an even share: it decides whether the bloom probe runs, never a match.
-        share = self.batch_rows // max(1, len(self.batch_partitions))
-        self._rows_by_partition = dict.fromkeys(self.batch_partitions, share)
-        self._raise_for_bad_keys(df, counts["nulls"] or 0, counts["ambiguous"] or 0)
-        check_partition_paths(
-            self.batch_partitions, self.layout.partition_fields, hive_style=self.layout.hive_style,
-            url_encode=self.layout.url_encode,
-        )
-
-    def _partition_values_checked(self) -> bool:
-        """Whether a partition field's text can make a bad folder (strings: '/', '..', length;
-        anything but integers, booleans and dates): only then must a bulk_insert collect and
-        check the batch's partition paths (other writes collect them for the index anyway)."""
-        schema = self.user_schema
-
-        def safe(t: pa.DataType) -> bool:
-            return pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
-
-        return not all(name in schema.names and safe(schema.field(name).type) for name in self.layout.partition_fields)
-
-    def _text_key_fields(self) -> tuple[str, ...]:
-        return text_key_fields(self.user_schema, self.layout.record_key_fields)
-
-    def _key_checks(self) -> list[Column]:
-        """The aggregates that count rows with a null key field (``nulls``) and multi-field keys
-        holding a ',' (``ambiguous``)."""
-        ambiguous = " OR ".join(
-            ["false", *(f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in self._text_key_fields())])
-        return [self._null_keys(), named(f"sum(CAST(({ambiguous}) AS BIGINT))", "ambiguous")]
-
-    def _raise_for_bad_keys(self, df: DataFrame, nulls: int, ambiguous: int) -> None:
-        if nulls:
-            raise NullRecordKeyError(self.layout.record_key_fields, nulls)
-        if ambiguous:
-            for field in self._text_key_fields():
-                found = df.filter(F.col(field).cast("string").contains(",")).select(field).limit(1).collect()
-                if found:
-                    raise ambiguous_key_error(field, found[0][0])
-
-    def _null_keys(self) -> Column:
-        """The aggregate that counts rows with a null record-key field, as ``nulls``."""
-        return named(f"sum(CAST({null_key_sql(self.layout.record_key_fields)} AS BIGINT))", "nulls")
-
-    def _can_defer_key_check(self, df: DataFrame) -> bool:
-        """Whether the null-key check can wait for :meth:`profile`: the index must not need the
-        batch's partitions (a partitioned table's simple index does) nor its counted size, and
-        the batch dedup and index must handle null keys harmlessly (max_by dedup, simple index)."""
-        layout = self.layout
-        if self.operation is WriteOperation.BULK_INSERT or layout.bucket is not None or not layout.merge.max_by_dedup:
-            return False
-        if layout.partition_fields and PARTITION_PATH in df.columns:
-            return False
-        self.batch_key_bytes = estimated_bytes(df.select(RECORD_KEY))
-        return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
 
     def persist_profiled(self, tagged: DataFrame) -> tuple[DataFrame, WorkloadProfile]:
         """The tagged batch kept (as :meth:`persist`) and counted.
@@ -317,35 +191,25 @@ class SparkWritePipeline:
         or too many (or hold a path the batch's keys did not) is counted by a grouped job
         (:meth:`profile`) over the kept batch instead.
         """
-        partitions = self.batch_partitions if self.layout.partition_fields else None
+        checks = self.checks
+        partitions = checks.partitions if self.layout.partition_fields else None
+        if checks.partitions_deferred:  # tagged by every partition's footers
+            partitions = self._footer_partitions
         if not observable(tagged) or (
                 self.layout.partition_fields and (partitions is None or len(partitions) > OBSERVED_PARTITIONS)):
             kept = self.persist(tagged)
             return kept, self.profile(kept)
         metrics = ProfileMetrics(partitions)
-        checks = self._key_checks() if self._unchecked is not None else []
-        checks += several_files_count(tagged)
-        kept, counts = kept_with(tagged, [*metrics.columns(), *checks], tagged.columns)
+        deferred = checks.deferred_metrics(with_paths=True)
+        kept, counts = kept_with(tagged, [*metrics.columns(), *deferred, *several_files_count(tagged)], tagged.columns)
         self._kept.append(kept)
         if SEVERAL_FILES_COLUMN in tagged.columns:
             self._several = SeveralFiles.of([counts])
-        if self._unchecked is not None:
-            self._raise_for_null_keys(counts["nulls"] or 0, counts["ambiguous"] or 0)
+        if deferred:
+            checks.settle(counts["nulls"] or 0, counts["ambiguous"] or 0,
+                          counts[PATHS] or () if checks.partitions_deferred else None)
         found = metrics.profile(counts)
         return kept, found if found is not None else self.profile(kept)
-
-    def _raise_for_null_keys(self, found: int, ambiguous: int = 0) -> None:
-        """Settle a key check left to the profile: raise with the batch's exact null count, or
-        a key value that holds a ','."""
-        unchecked = self._unchecked
-        if unchecked is None:
-            return
-        if found:
-            null_count = unchecked.filter(null_key_condition(self.layout.record_key_fields)).count()
-            raise NullRecordKeyError(self.layout.record_key_fields, null_count)
-        if ambiguous:
-            self._raise_for_bad_keys(unchecked, 0, ambiguous)
-        self._unchecked = None
 
     def profile(self, tagged: DataFrame) -> WorkloadProfile:
         """One job over the tagged batch: new keys per partition, existing keys, and the null-key
@@ -353,15 +217,14 @@ class SparkWritePipeline:
         batch in the error)."""
         new = F.col(FILE_ID_COLUMN).isNull().alias("new")
         aggs = [F.count(F.lit(1)).alias("rows"), F.collect_set(FILE_ID_COLUMN).alias("groups")]
-        unchecked = self._unchecked
-        if unchecked is not None:
-            aggs.extend(self._key_checks())
+        aggs.extend(self.checks.deferred_metrics(with_paths=False))
         aggs.extend(several_files_count(tagged))
         rows = tagged.groupBy(F.col(PARTITION_PATH), new).agg(*aggs).collect()
         if SEVERAL_FILES_COLUMN in tagged.columns:
             self._several = SeveralFiles.of(rows)
-        if unchecked is not None:
-            self._raise_for_null_keys(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows))
+        if self.checks.unchecked is not None or self.checks.partitions_deferred:
+            self.checks.settle(sum(r["nulls"] or 0 for r in rows), sum(r["ambiguous"] or 0 for r in rows),
+                               {r[PARTITION_PATH] for r in rows})
         return WorkloadProfile(
             inserts={r[PARTITION_PATH]: r["rows"] for r in rows if r["new"]},
             existing=sum(r["rows"] for r in rows if not r["new"]),
@@ -401,8 +264,8 @@ class SparkWritePipeline:
         rows = kept.filter(several).drop(SEVERAL_FILES_COLUMN, FILE_ID_COLUMN)
         # The lookup's scope becomes those keys: the bloom probe keeps only the files that may
         # hold one of them (in their partitions), and only those files' keys are read.
-        self.batch_rows, self.batch_partitions, self._rows_by_partition = found.count, list(found.paths), None
-        self._arrived, self._arrived_keys = rows, None
+        self.checks.rows, self.checks.partitions, self.checks.rows_by_partition = found.count, list(found.paths), None
+        self._arrived, self.checks.arrived_keys = rows, None
         looked_up = self.tag(rows, view, by_footers=False)
         settled = self.persist(kept.filter(~several).drop(SEVERAL_FILES_COLUMN).unionByName(looked_up))
         return settled, self.profile(settled)
@@ -427,7 +290,8 @@ class SparkWritePipeline:
     def release(self) -> None:
         """Drop the blocks of every local checkpoint of this write now, rather than when the
         JVM's collector finds them."""
-        kept, self._kept = self._kept, []
+        kept = list(self._kept)
+        self._kept.clear()  # the list BatchChecks adds to
         for frame in kept:
             release_checkpoint(frame)
 
@@ -447,11 +311,11 @@ class SparkWritePipeline:
         files of ``partitions`` (None: all) that may hold a batch key (bloom index:
         engines/spark/bloom_index.py, probed in the tasks)."""
         files = view.latest_base_files(partitions)
-        batch = self._arrived_keys if self._arrived_keys is not None else self._arrived
+        batch = self.checks.arrived_keys if self.checks.arrived_keys is not None else self._arrived
         # Probed whenever the lookup itself stays map-side (counted or estimated small batches).
         if len(files) > 1 and batch is not None and self._small_batch() \
-                and (self.batch_rows is None or self.batch_rows <= BLOOM_PRUNE_MAX_KEYS) \
-                and not every_file_hit(files, self._rows_by_partition if partitions is not None else None):
+                and (self.checks.rows is None or self.checks.rows <= BLOOM_PRUNE_MAX_KEYS) \
+                and not every_file_hit(files, self.checks.rows_by_partition if partitions is not None else None):
             by_partition = partitions is not None and PARTITION_PATH in batch.columns
             files, self.prune_stats = candidate_files(
                 view.storage, files, batch, by_partition=by_partition, int_key=self._integer_key()
@@ -474,7 +338,7 @@ class SparkWritePipeline:
 
     def _broadcast_lookup(self) -> bool:
         """Whether the lookup is broadcasts only: the batch's keys, then the matching table keys."""
-        return self._small_batch() and (self.batch_rows is None or self.batch_rows <= BROADCAST_MATCHED_KEYS)
+        return self._small_batch() and (self.checks.rows is None or self.checks.rows <= BROADCAST_MATCHED_KEYS)
 
     def tag(self, df: DataFrame, view: FileSystemView, *, by_footers: bool = True) -> DataFrame:
         """Add the file id of the current location of each key (null for new keys).
@@ -484,7 +348,13 @@ class SparkWritePipeline:
         keys stored in the files.
         """
         if PARTITION_PATH in df.columns:
-            partitions = self.batch_partitions
+            if self.checks.partitions_deferred and by_footers:
+                tagged = self._tag_every_partition(df, view)
+                if tagged is not None:
+                    return tagged
+                assert self._arrived is not None  # the job the deferral saved: the join needs the partitions
+                self.checks.run_now(self._arrived, int_key=self._integer_key())
+            partitions = self.checks.partitions
             if partitions is None and not self.layout.partition_fields:
                 partitions = [""]  # a non-partitioned table's one partition path
             elif partitions is None:
@@ -514,8 +384,8 @@ class SparkWritePipeline:
             # take them distinct). What is left is at most one row per batch key; for a batch of
             # moderate size it is broadcast in turn, so that neither the table's keys nor the
             # batch are shuffled for the lookup.
-            if self._arrived_keys is not None:  # kept by the check, already a plan of its own
-                arrived = self._arrived_keys.select(*on)
+            if self.checks.arrived_keys is not None:  # kept by the check, already a plan of its own
+                arrived = self.checks.arrived_keys.select(*on)
             else:
                 arrived = (self._arrived if self._arrived is not None else df).select(*on)
                 # A (lazy) local checkpoint gives the keys a plan of their own: joining two plans that
@@ -540,20 +410,32 @@ class SparkWritePipeline:
         next lookup, which reads base files, would not find it; insert and delete count or
         drop the keys found.) And for a text key: an integer key's stored column is cheaper.
         """
-        layout = self.layout
-        if self.operation is not WriteOperation.UPSERT or layout.merge_on_read or layout.bucket is not None \
-                or self._integer_key():  # a long key column is cheaper to read and join than rows to move
+        if not self._tags_by_footers():
             return None
         files = view.latest_base_files(partitions)
         if not files:
             return None
         return tag_by_footers(view.storage, files, df, by_partition=True, int_key=self._integer_key())
 
+    def _tags_by_footers(self) -> bool:
+        layout = self.layout  # (a long key column is cheaper to read and join than rows to move)
+        return self.operation is WriteOperation.UPSERT and not layout.merge_on_read and layout.bucket is None \
+            and not self._integer_key()
+
+    def _tag_every_partition(self, df: DataFrame, view: FileSystemView) -> DataFrame | None:
+        """:meth:`_tag_by_footers` over every partition of the table, when the metadata table
+        lists them (no walk) and they are few (:data:`FOOTER_TAG_ALL_FILES` base files at most)."""
+        known = view.known_partitions()
+        if not known or len(known) > OBSERVED_PARTITIONS or len(view.latest_base_files(known)) > FOOTER_TAG_ALL_FILES:
+            return None
+        self._footer_partitions = known
+        return self._tag_by_footers(df, view, known)
+
     def _small_batch(self) -> bool:
         """Whether the batch's keys are few enough to broadcast: counted, or estimated by Spark."""
-        if self.batch_rows is not None:
-            return self.batch_rows <= BROADCAST_BATCH_KEYS
-        return self.batch_key_bytes is not None and self.batch_key_bytes <= BROADCAST_BATCH_KEY_BYTES
+        if self.checks.rows is not None:
+            return self.checks.rows <= BROADCAST_BATCH_KEYS
+        return self.checks.key_bytes is not None and self.checks.key_bytes <= BROADCAST_BATCH_KEY_BYTES
 
     def tag_buckets(self, df: DataFrame, view: FileSystemView, assignment: BucketAssignment) -> DataFrame:
         """Every row's file id from its key's bucket, computed in the tasks: no join, no lookup."""
