@@ -416,6 +416,18 @@ def tidemark_write_stats(table, instant_time: str) -> dict[str, Any]:  # type: i
 
 
 # -- the run ----------------------------------------------------------------------------------
+def print_breakdown(steps: list[Any], events: str) -> None:
+    """Print each timed step's Spark queries (wall, tasks, task time) from the event log."""
+    jobs, execs = parse_event_log(read_event_log(events))
+    for m in steps:
+        b = breakdown(m, jobs, execs)
+        print(f"\n== {m.label}: {b['total_s']:.2f} s (in Spark {b['in_spark_s']:.2f}, "
+              f"driver only {b['driver_only_s']:.2f})")
+        for q in b["queries"]:
+            print(f"  +{q['offset_s']:6.2f}  {q['wall_s']:6.2f} s  tasks {q['stage_tasks']}  "
+                  f"task {q['task_s']:6.2f} s {q['stage_task_s']}  {q['what']}")
+
+
 def start_spark(args: argparse.Namespace, event_dir: str):  # type: ignore[no-untyped-def]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_shapes import _create, make_data, parse_shape, raw_rewrite  # noqa: E402
-from bench_write import LABEL_PROP, breakdown, parse_event_log, read_event_log, start_spark  # noqa: E402
+from bench_write import LABEL_PROP, print_breakdown, start_spark  # noqa: E402
 
 
 def main() -> int:
@@ -89,14 +89,7 @@ def main() -> int:
                 timed(f"raw-{bench}", lambda b=batch, o=out_dir, r=raw_base: raw_rewrite(spark, r, b, o, args.shape))
     finally:
         spark.stop()
-    jobs, execs = parse_event_log(read_event_log(events))
-    for m in steps:
-        b = breakdown(m, jobs, execs)
-        print(f"\n== {m.label}: {b['total_s']:.2f} s (in Spark {b['in_spark_s']:.2f}, "
-              f"driver only {b['driver_only_s']:.2f})")
-        for q in b["queries"]:
-            print(f"  +{q['offset_s']:6.2f}  {q['wall_s']:6.2f} s  tasks {q['stage_tasks']}  "
-                  f"task {q['task_s']:6.2f} s {q['stage_task_s']}  {q['what']}")
+    print_breakdown(steps, events)
     shutil.rmtree(args.work_dir, ignore_errors=True)
     return 0
 

@@ -21,7 +21,7 @@ from types import SimpleNamespace
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from bench_shapes import _create, make_data, parse_shape  # noqa: E402
-from bench_write import LABEL_PROP, breakdown, parse_event_log, read_event_log, start_spark  # noqa: E402
+from bench_write import LABEL_PROP, print_breakdown, start_spark  # noqa: E402
 
 
 def main() -> int:
@@ -66,14 +66,7 @@ def main() -> int:
         spark.stop()
     times = [s.seconds for s in steps]
     print("seconds", [round(t, 3) for t in times], "median", round(statistics.median(times), 3))
-    jobs, execs = parse_event_log(read_event_log(events))
-    for m in steps[-2:]:
-        b = breakdown(m, jobs, execs)
-        print(f"== {m.label}: {b['total_s']:.2f} s "
-              f"(in Spark {b['in_spark_s']:.2f}, driver only {b['driver_only_s']:.2f})")
-        for q in b["queries"]:
-            print(f"  +{q['offset_s']:6.2f}  {q['wall_s']:6.2f} s  tasks {q['stage_tasks']}  "
-                  f"task {q['task_s']:6.2f} s {q['stage_task_s']}  {q['what']}")
+    print_breakdown(steps[-2:], events)
     shutil.rmtree(events, ignore_errors=True)
     return 0
 

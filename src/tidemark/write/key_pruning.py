@@ -10,9 +10,10 @@ by an older tidemark) is always read.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +33,8 @@ from tidemark.format.bloom import (
 )
 from tidemark.fsview import BaseFile
 from tidemark.storage import Storage
+
+_Filter = TypeVar("_Filter", BloomFilter, PackedFilter)
 
 
 @dataclass(frozen=True)
@@ -203,20 +206,19 @@ def in_key_range(footer: KeyFooter, keys: pa.Array | None, ints: pa.Array | None
 def parsed_filter(footer: KeyFooter) -> BloomFilter | None:
     """The footer's bloom filter, or None: none, or one that cannot be read (which then rules
     nothing out: the keys are read instead)."""
-    if footer.bloom is None:
-        return None
-    try:
-        return BloomFilter.parse(footer.bloom, footer.bloom_type)
-    except BloomFilterError:
-        return None
+    return _filter_of(footer, BloomFilter.parse)
 
 
 def packed_filter(footer: KeyFooter) -> PackedFilter | None:
     """:func:`parsed_filter`, its bits left packed."""
+    return _filter_of(footer, PackedFilter.parse)
+
+
+def _filter_of(footer: KeyFooter, parse: Callable[[bytes, str], _Filter]) -> _Filter | None:
     if footer.bloom is None:
         return None
     try:
-        return PackedFilter.parse(footer.bloom, footer.bloom_type)
+        return parse(footer.bloom, footer.bloom_type)
     except BloomFilterError:
         return None
 
