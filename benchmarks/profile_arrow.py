@@ -42,6 +42,8 @@ def main() -> int:
     p.add_argument("--cprofile", action="store_true", help="profile the last tidemark run")
     p.add_argument("--callees", metavar="FUNCTION", help="with --cprofile: what FUNCTION spent its time in")
     p.add_argument("--top", type=int, default=30, help="rows of the profile, by own time")
+    p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a write option of tidemark's side (repeatable): hoodie.parquet.bloom.filter.enabled=false")
     args = p.parse_args()
 
     import pyarrow.dataset as ds
@@ -55,7 +57,8 @@ def main() -> int:
         data = bs.make_data(shape, args.rows, 0.10, os.path.join(root, "data"))
         source, batch = ds.dataset(data.base_dir).to_table(), ds.dataset(data.batch_dir).to_table()
         options = ({"hoodie.bulkinsert.shuffle.parallelism": "1", "hoodie.upsert.shuffle.parallelism": "1"}
-                   if args.serial else None)
+                   if args.serial else {})
+        options.update(dict(o.split("=", 1) for o in args.option))
         partition_by = ["region"] if shape.partitions else []
         key = shape.key_field
 
@@ -101,6 +104,8 @@ def main() -> int:
         if args.cprofile:
             stats = pstats.Stats(profile)
             stats.sort_stats("tottime").print_stats(args.top)
+            if os.environ.get("PROFILE_CALLERS"):
+                stats.print_callers(os.environ["PROFILE_CALLERS"])
             if args.callees:
                 stats.sort_stats("cumulative").print_callees(args.callees)
     finally:

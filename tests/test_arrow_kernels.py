@@ -151,3 +151,53 @@ def test_file_group_runs_follow_the_sorted_rows() -> None:
             rows = ordered.slice(start, count)
             assert set(zip(rows.column(PARTITION_PATH).to_pylist(), rows.column(FILE_ID_COLUMN).to_pylist(),
                            strict=True)) == {(partition, file_id)}
+
+
+
+_FILE_TOO_LARGE = """
+    import resource, signal, sys, threading
+    import numpy as np, pyarrow as pa, pyarrow.compute as pc
+    from tidemark.format.schema import with_meta_columns
+    from tidemark.write.file_group import parquet_options
+    from tidemark.write.footer import BaseFileWriter
+    from tidemark.write.meta_columns import constant, with_meta_columns as stored_rows
+    from tidemark.write.spec import WriteSpec
+
+    limit = int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    spec = WriteSpec(base_path="/nowhere/t", instant_time="1", schema=schema, ordering_fields=(),
+                     compression="none", max_file_size=1 << 30)
+    try:
+        with BaseFileWriter(sys.argv[1], spec, lambda rows: parquet_options(spec, rows), min_rows=2_000) as out:
+            for start in range(0, 40_000, 1_000):
+                ids = np.arange(start, start + 1_000)
+                text = pc.cast(pa.array(ids), pa.string())
+                rows = pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
+                                 "_hoodie_partition_path": constant("", len(ids))})
+                out.write(stored_rows(rows, out.schema, "1", "f.parquet", "1_0", start))
+            out.close()
+        print("no error")
+    except OSError as error:
+        print("raised:", error)
+    print("encoders left:", [t.name for t in threading.enumerate() if t.name.startswith("tidemark-encode")])
+"""
+
+
+@pytest.mark.parametrize("limit", [20_000, 400_000])
+def test_a_base_file_whose_disk_fails_mid_file_raises_and_leaves_no_encoder_running(tmp_path: Any, limit: int) -> None:
+    """Row groups after the first are encoded on a thread while the caller prepares the next: a
+    write failing under one of them (here the file-size limit of the process, as a full disk
+    fails) must raise from the writer, not vanish with the thread, and no encoding may still
+    run once the writer is left. (In a process of its own: the limit is the process's.)"""
+    import subprocess
+    import sys
+    import textwrap
+
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_FILE_TOO_LARGE), str(tmp_path / "f.parquet"),
+                             str(limit)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("raised:") and "too large" in lines[0].lower(), lines
+    assert lines[1] == "encoders left: []"

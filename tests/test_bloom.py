@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tidemark.format import murmur
 from tidemark.format.bloom import (
     FOOTER_KEY,
     MAX_KEY_KEY,
@@ -40,6 +41,19 @@ REAL_TABLES = next(
 )
 
 
+@pytest.fixture(params=["numpy", "compiled"])
+def hashing(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test with this fixture runs with both implementations of the Murmur hashing: numpy's,
+    and the compiled kernels (numba is a requirement: they must load)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(murmur, "kernels", lambda keys: None)
+    else:
+        compiled = murmur.load()
+        assert compiled is not None, "the compiled Murmur kernels did not load (is numba installed?)"
+        monkeypatch.setattr(murmur, "kernels", lambda keys: compiled)
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def real_base_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     zips = sorted(glob.glob(str(REAL_TABLES / "*.zip")))
@@ -56,7 +70,9 @@ def real_base_files(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
     return files
 
 
-def test_hudis_own_filters_hold_every_key_of_their_file_and_rebuild_byte_for_byte(real_base_files: list[str]) -> None:
+def test_hudis_own_filters_hold_every_key_of_their_file_and_rebuild_byte_for_byte(
+    real_base_files: list[str], hashing: str
+) -> None:
     for path in real_base_files:
         footer = pq.read_metadata(path).metadata
         assert footer[TYPE_CODE_KEY.encode()] == b"DYNAMIC_V0", path
@@ -82,7 +98,7 @@ def _hadoop_row_bytes(spark: Any, keys: list[str], vector_size: int, hashes: int
 
 
 @pytest.mark.spark
-def test_rows_equal_hadoops_bloom_filter_for_unicode_and_odd_lengths(spark: Any) -> None:
+def test_rows_equal_hadoops_bloom_filter_for_unicode_and_odd_lengths(spark: Any, hashing: str) -> None:
     import base64
 
     # Every tail length (0-3 bytes past the last 4-byte block), non-ASCII bytes (signed in Java)
@@ -107,7 +123,7 @@ def test_no_false_negatives_few_false_positives_and_round_trip() -> None:
     assert again.might_contain(keys).all()
 
 
-def test_past_its_bound_keys_spread_over_rows_as_hudi_places_them() -> None:
+def test_past_its_bound_keys_spread_over_rows_as_hudi_places_them(hashing: str) -> None:
     keys = pa.array([f"k{i:07d}" for i in range(130_000)])  # past 2 rows x 60,000: round-robin
     bloom = BloomFilter.build(keys)
     assert len(bloom.rows) == 2
@@ -195,7 +211,7 @@ def test_the_filter_can_be_left_out_as_in_hudi(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("count", "pieces"), [(500, 3), (59_999, 4), (60_001, 2), (250_000, 7)])
-def test_a_filter_built_in_pieces_equals_the_one_built_at_once(count: int, pieces: int) -> None:
+def test_a_filter_built_in_pieces_equals_the_one_built_at_once(count: int, pieces: int, hashing: str) -> None:
     """Files written in row groups hash their keys piece by piece; the bytes must not change
     across the sizing boundary (60,000 keys) or the round-robin spill past 100,000 keys."""
     import numpy as np
@@ -249,7 +265,7 @@ def _reference_contains(bloom: BloomFilter, key: str) -> bool:
 
 
 @pytest.mark.parametrize(("stored", "entries"), [(3_000, 60_000), (5_000, 1_000)])
-def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, entries: int) -> None:
+def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, entries: int, hashing: str) -> None:
     """The chunked probe (a key dropped at its first clear bit) answers as Hadoop's test does,
     for keys of every length and for a saturated filter where most keys look present."""
     import numpy as np
@@ -277,7 +293,7 @@ def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, ent
     assert PackedFilter.of(bloom).holds_hashed(chains).tolist() == expected
 
 
-def test_packed_filters_of_several_rows_answer_as_hadoop_does() -> None:
+def test_packed_filters_of_several_rows_answer_as_hadoop_does(hashing: str) -> None:
     held = [f"key-{i}" for i in range(5_000)]
     bloom = BloomFilter.build(held, num_entries=1_000, max_entries=5_000)
     assert len(bloom.rows) == 5
@@ -291,7 +307,7 @@ def test_packed_filters_of_several_rows_answer_as_hadoop_does() -> None:
 
 
 @pytest.mark.parametrize("count", [5_000, 70_000, 180_000])
-def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int) -> None:
+def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int, hashing: str) -> None:
     """A write with a core to spare hashes each piece's keys in halves side by side; the key's
     place in the filter (its row past 60,000 and 100,000 keys) must not depend on which half
     finished first."""

@@ -43,7 +43,7 @@ from tidemark.write.meta_columns import constant, constant_dictionary, stored_sc
 from tidemark.write.spec import WriteSpec
 
 # Rows of a stored base file read per slice while it is rewritten: the file is never decoded whole.
-STREAM_ROWS = 131_072
+STREAM_ROWS = 65_536
 
 
 def _codec(name: str) -> str:
@@ -168,87 +168,89 @@ def write_file_group(
         metadata = read_file_metadata(source, path=base_file)
     output = storage.open_output(rel_path)
     # The base file's bloom filter comes along: only the keys this write adds get hashed.
-    out = BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
-                         stored=stored_filter(metadata) if metadata is not None and spec.bloom_filter else None)
-    if base_file is not None:
-        prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
-        # The stored rows stream through in slices: the ones the batch does not touch go
-        # straight to the new file (with its name), the touched ones are kept for the merge.
-        # The file-name column is not read: every kept row gets the new file's name.
-        name_at = spec.schema.get_field_index(FILE_NAME)
-        plain_schema = spec.schema.remove(name_at)
-        # The per-file meta columns (commit time, partition path) read as the dictionaries the
-        # file stores them as: the untouched rows go to the writer without a string decoded.
-        read_schema = out.schema.remove(name_at)
-        batch_keys = incoming.column(RECORD_KEY).combine_chunks()
+    stored = stored_filter(metadata) if metadata is not None and spec.bloom_filter else None
+    with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
+                        stored=stored) as out:
+        if base_file is not None:
+            prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
+            # The stored rows stream through in slices: the ones the batch does not touch go
+            # straight to the new file (with its name), the touched ones are kept for the merge.
+            # The file-name column is not read: every kept row gets the new file's name.
+            name_at = spec.schema.get_field_index(FILE_NAME)
+            plain_schema = spec.schema.remove(name_at)
+            # The per-file meta columns (commit time, partition path) read as the dictionaries the
+            # file stores them as: the untouched rows go to the writer without a string decoded.
+            read_schema = out.schema.remove(name_at)
+            batch_keys = incoming.column(RECORD_KEY).combine_chunks()
 
-        def as_written(rows: pa.Table) -> pa.Table:
-            columns = rows.columns
-            columns.insert(name_at, constant_dictionary(name, rows.num_rows))
-            return pa.Table.from_arrays(columns, schema=rows.schema.insert(name_at, out.schema.field(name_at)))
+            def as_written(rows: pa.Table) -> pa.Table:
+                columns = rows.columns
+                columns.insert(name_at, constant_dictionary(name, rows.num_rows))
+                return pa.Table.from_arrays(columns, schema=rows.schema.insert(name_at, out.schema.field(name_at)))
 
-        touched_pieces = []
-        first_row = 0
-        for piece in iter_data_file(source, path=base_file, schema=read_schema, batch_size=STREAM_ROWS,
-                                    metadata=metadata):
-            if touched_rows is None:
-                hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
-            else:  # the known positions of this slice: no hash table of the batch's keys per slice
-                mine = touched_rows[np.searchsorted(touched_rows, first_row):
-                                    np.searchsorted(touched_rows, first_row + piece.num_rows)]
-                mask = np.zeros(piece.num_rows, dtype=bool)
-                mask[mine - first_row] = True
-                hit = pa.array(mask)
-            first_row += piece.num_rows
-            touched_pieces.append(piece.filter(hit))
-            out.write_stored(as_written(piece.filter(pc.invert(hit))))
-        # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
-        touched = pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces else plain_schema.empty_table()
-        if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
-            held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
-            if not pc.all(held).as_py():
-                out.write_stored(as_written(touched.filter(pc.invert(held))))
-                touched = touched.filter(held)
-        touched = as_written(touched).sort_by(RECORD_KEY)
-        # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
-        matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
-        matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
-        fresh_mask = pc.invert(matched_mask)
-        # The table's merger decides, per stored record, what the batch's record makes of it.
-        older = touched.select(matched.column_names[:-1])
-        older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
-        newer = matched.cast(older.schema)
-        merged = merger.merge(older, newer) if touched.num_rows else older
-        deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False)
-        num_deletes = int(pc.sum(deleted).as_py() or 0)
-        # A merge that the batch's record did not change (a stale update or delete) keeps the
-        # stored row as it is, commit time included; an identical re-write counts as an update.
-        as_stored = pa.array(same_values(merged, older, user_columns))
-        kept_as_is = pc.and_(as_stored, pa.array(~same_values(merged, newer, user_columns)))
-        unchanged = pc.and_(pc.invert(deleted), kept_as_is)
-        changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
-        updates = merged.filter(changed)
-        num_updates = updates.num_rows
-        out.write_stored(touched.filter(unchanged))
-    else:
-        updates = incoming.slice(0, 0)
-        fresh_mask = None
-    # A delete of a key this file group does not hold has nothing to delete. One filter (none
-    # if every row is an insert) keeps the batch's rows of new keys: each filter is a copy.
-    is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
-    if pc.any(is_delete).as_py():
-        fresh_mask = pc.invert(is_delete) if fresh_mask is None else pc.and_(fresh_mask, pc.invert(is_delete))
-    inserts = incoming if fresh_mask is None or pc.all(fresh_mask).as_py() else incoming.filter(fresh_mask)
-    fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
-    seq_prefix = f"{spec.instant_time}_{task_partition}"
-    # In slices, as the stored rows: the meta columns (the file name in every row) and the
-    # writer's row group are built for one slice at a time, not for all the new rows at once.
-    for start in range(0, fresh.num_rows, STREAM_ROWS):
-        piece = fresh.slice(start, STREAM_ROWS)
-        # The updates lead ``fresh``: their keys are the base file's.
-        stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
-        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
-    out.close()
+            touched_pieces = []
+            first_row = 0
+            for piece in iter_data_file(source, path=base_file, schema=read_schema, batch_size=STREAM_ROWS,
+                                        metadata=metadata):
+                if touched_rows is None:
+                    hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
+                else:  # the known positions of this slice: no hash table of the batch's keys per slice
+                    mine = touched_rows[np.searchsorted(touched_rows, first_row):
+                                        np.searchsorted(touched_rows, first_row + piece.num_rows)]
+                    mask = np.zeros(piece.num_rows, dtype=bool)
+                    mask[mine - first_row] = True
+                    hit = pa.array(mask)
+                first_row += piece.num_rows
+                touched_pieces.append(piece.filter(hit))
+                out.write_stored(as_written(piece.filter(pc.invert(hit))))
+            # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
+            touched = (pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces
+                       else plain_schema.empty_table())
+            if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
+                held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
+                if not pc.all(held).as_py():
+                    out.write_stored(as_written(touched.filter(pc.invert(held))))
+                    touched = touched.filter(held)
+            touched = as_written(touched).sort_by(RECORD_KEY)
+            # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
+            matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
+            matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
+            fresh_mask = pc.invert(matched_mask)
+            # The table's merger decides, per stored record, what the batch's record makes of it.
+            older = touched.select(matched.column_names[:-1])
+            older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
+            newer = matched.cast(older.schema)
+            merged = merger.merge(older, newer) if touched.num_rows else older
+            deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False)
+            num_deletes = int(pc.sum(deleted).as_py() or 0)
+            # A merge that the batch's record did not change (a stale update or delete) keeps the
+            # stored row as it is, commit time included; an identical re-write counts as an update.
+            as_stored = pa.array(same_values(merged, older, user_columns))
+            kept_as_is = pc.and_(as_stored, pa.array(~same_values(merged, newer, user_columns)))
+            unchanged = pc.and_(pc.invert(deleted), kept_as_is)
+            changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
+            updates = merged.filter(changed)
+            num_updates = updates.num_rows
+            out.write_stored(touched.filter(unchanged))
+        else:
+            updates = incoming.slice(0, 0)
+            fresh_mask = None
+        # A delete of a key this file group does not hold has nothing to delete. One filter (none
+        # if every row is an insert) keeps the batch's rows of new keys: each filter is a copy.
+        is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
+        if pc.any(is_delete).as_py():
+            fresh_mask = pc.invert(is_delete) if fresh_mask is None else pc.and_(fresh_mask, pc.invert(is_delete))
+        inserts = incoming if fresh_mask is None or pc.all(fresh_mask).as_py() else incoming.filter(fresh_mask)
+        fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
+        seq_prefix = f"{spec.instant_time}_{task_partition}"
+        # In slices, as the stored rows: the meta columns (the file name in every row) and the
+        # writer's row group are built for one slice at a time, not for all the new rows at once.
+        for start in range(0, fresh.num_rows, STREAM_ROWS):
+            piece = fresh.slice(start, STREAM_ROWS)
+            # The updates lead ``fresh``: their keys are the base file's.
+            stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
+            out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
+        out.close()
     file_size = output.commit()
     return WriteStat(
         partition_path=partition_path,

@@ -82,6 +82,12 @@ class BaseFileWriter:
     the encodings. Small pieces are held until they make half of ``min_rows`` (or the file
     closes) and go out as one row group: a small file's kept rows, merged rows and new rows
     become one row group and one write, not three. Only the footer's keys are kept until close.
+
+    From the second row group on, each is encoded on a thread of its own while the caller
+    prepares the next (a rewrite reads and filters the stored file's next slice): at most one
+    row group is in flight, and an encoding's failure is raised by the next write or by
+    :meth:`close`. Use it as a context manager, or call :meth:`close`: leaving the ``with``
+    block by an exception waits for the row group in flight (nothing writes to the sink after).
     """
 
     def __init__(
@@ -97,7 +103,18 @@ class BaseFileWriter:
         self._footer = FooterKeys(spec, stored)
         self._held: list[pa.Table] = []
         self._held_rows = 0
+        self._encoder: ThreadPoolExecutor | None = None
+        self._in_flight: Future[None] | None = None
         self.rows = 0
+
+    def __enter__(self) -> BaseFileWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._settle(raise_failure=exc[0] is None)
+        finally:
+            self._stop_encoder()
 
     def write(self, rows: pa.Table, stored_rows: int = 0) -> None:
         """Write ``rows``; their first ``stored_rows`` hold keys of the base file this one
@@ -122,12 +139,33 @@ class BaseFileWriter:
             return
         rows = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held)
         self._held, self._held_rows = [], 0
-        if self._writer is None:
+        if self._writer is None:  # the first row group: written here (a small file has only this one)
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows))
-        self._writer.write_table(rows)
+            self._writer.write_table(rows)
+            return
+        self._settle(raise_failure=True)
+        if self._encoder is None:
+            self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-encode")
+        self._in_flight = self._encoder.submit(self._writer.write_table, rows)
+
+    def _settle(self, *, raise_failure: bool) -> None:
+        """Wait for the row group in flight; its failure is raised if ``raise_failure``."""
+        in_flight, self._in_flight = self._in_flight, None
+        failure = in_flight.exception() if in_flight is not None else None
+        if failure is not None and raise_failure:
+            raise failure
+
+    def _stop_encoder(self) -> None:
+        if self._encoder is not None:
+            self._encoder.shutdown(wait=True)
+            self._encoder = None
 
     def close(self) -> None:
-        self._flush()
+        try:
+            self._flush()
+            self._settle(raise_failure=True)
+        finally:
+            self._stop_encoder()
         if self._writer is None:  # no rows: an empty file of the schema
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
         self._writer.add_key_value_metadata(self._footer.footer(self._spec.schema))
