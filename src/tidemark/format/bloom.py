@@ -21,8 +21,8 @@ while ``rows * nr < max_entries``; after that keys go round-robin over the rows,
 as Hudi's bounded dynamic filter places them, so the bytes equal Hudi's for the same keys.
 
 Hashing is vectorised over keys of equal byte length (record keys of one file usually share
-few lengths): compiled (:mod:`tidemark.format.murmur`, 0.15 s of CPU per million keys) once a
-process hashes enough keys for that to pay, numpy until then (0.2-0.9 s per million keys).
+few lengths): compiled (:mod:`tidemark.format.murmur`, 0.08-0.15 s of CPU per million keys),
+or with numpy where the compiled part was not built (0.2-0.9 s per million keys).
 """
 
 from __future__ import annotations
@@ -78,14 +78,10 @@ def _binary(keys: pa.Array) -> pa.Array:
     return binary
 
 
-_NO_ORDER = np.zeros(0, np.int64)
-
-
-def _compiled_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _compiled_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``keys`` as the compiled kernels take them: offsets, bytes, and the order by length."""
     offsets, data = murmur.key_buffers(_binary(keys))
-    order = murmur.length_order(offsets)
-    return offsets, data, _NO_ORDER if order is None else order
+    return offsets, data, murmur.length_order(offsets)
 
 
 def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -226,7 +222,7 @@ def hash_chains(keys: pa.Array, count: int) -> np.ndarray:
     """The first ``count`` hashes of each key's chain, one row per key (uint32). They are the
     same for every filter: only the bit positions depend on a filter's vector size, so keys
     probed against many files' filters are hashed once (:meth:`BloomFilter.holds_hashed`)."""
-    compiled = murmur.kernels(len(keys))
+    compiled = murmur.kernels()
     if compiled is not None:
         offsets, data, order = _compiled_buffers(keys)
         return compiled.chains(offsets, data, order, count)
@@ -311,11 +307,11 @@ class BloomBuilder:
     def _place(self, offset: int, keys: pa.Array) -> None:
         """Set the bits of ``keys``, the ones added from position ``offset`` on."""
         assert self._bits is not None and self._entries is not None
-        compiled = murmur.kernels(len(keys))
+        compiled = murmur.kernels()
         if compiled is not None:
             offsets, data, order = _compiled_buffers(keys)
             rows = _rows_of(np.arange(offset, offset + len(keys), dtype=np.int64), self._entries, self._max_entries)
-            compiled.place(offsets, data, order, rows, self._bits, self._size(), self._hashes)
+            compiled.place(offsets, data, order, rows, self._bits, self._hashes)
         else:
             self._numpy_place(offset, keys)
 

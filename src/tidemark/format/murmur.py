@@ -1,29 +1,28 @@
-"""Hadoop's 32-bit Murmur hash chains of record keys, compiled with numba.
+"""Hadoop's 32-bit Murmur hash chains of record keys, compiled.
 
 Hudi's bloom filter hashes every key 30 times, each hash seeded with the one before it
 (:mod:`tidemark.format.bloom` states the hash). numpy does that over keys of one byte length
 at a time, one array operation per step of the hash: for a UUID key (nine 4-byte blocks) about
-forty passes over the keys per hash, 0.9 s of CPU per million keys. The kernels here do the
-same steps over chunks of 1,024 keys held in the CPU's cache, in one compiled loop per step
-that the compiler turns into vector instructions: 0.15 s per million keys, whatever the key's
-length. Both give the same hashes, bit for bit (``tests/test_bloom_filter.py`` holds them to
-each other and to Hudi's bytes).
+forty passes over the keys per hash, 0.3-0.9 s of CPU per million keys. ``_murmur.c`` does
+the same steps over chunks of 1,024 keys held in the CPU's cache, in loops the C compiler
+vectorises: 0.08-0.15 s per million keys, whatever the key's length. Both give the same
+hashes, bit for bit (``tests/test_murmur.py`` holds them to each other, ``tests/test_bloom.py``
+both to Hudi's bytes and Hadoop's class).
 
-Compiled code costs each process about 0.3 s once (numba's import and first call; the machine
-code itself is cached on disk after the first compile, which takes a few seconds once per
-machine). So the kernels are loaded on a thread of their own, only once a process has hashed
-:data:`LOAD_AT_KEYS` keys, and used once loaded: a process that writes a few small batches
-never loads them, and until they are loaded the numpy code serves. Without numba
-(``pip install numba`` is part of tidemark's requirements, but a platform may lack its
-wheels) numpy serves always.
+The C file is built with the package (``setup.py``; an optional extension: an install without
+a C compiler goes on) and called through ctypes, which releases the GIL: filters are built on
+threads beside the parquet encoding. Without it, or with ``TIDEMARK_COMPILED_HASHING=0``, numpy
+serves.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import logging
 import os
-import threading
-from types import ModuleType
+from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -31,64 +30,77 @@ import pyarrow as pa
 
 log = logging.getLogger(__name__)
 
-# Keys a process hashes before the kernels are worth loading (a million keys save 0.1-0.8 s
-# of CPU, depending on their length; loading costs ~0.3 s once per process).
-LOAD_AT_KEYS = 100_000
-
-_lock = threading.Lock()
-_hashed = 0  # keys hashed by this process so far (a count that may miss a few: threads add to it)
-_kernels: ModuleType | None = None
-_loader: threading.Thread | None = None
-_unavailable = os.environ.get("TIDEMARK_COMPILED_HASHING", "1") == "0"
+_POINTER = ctypes.c_void_p
 
 
-def kernels(keys: int) -> ModuleType | None:
-    """The compiled kernels (:mod:`tidemark.format._murmur_kernels`) if they are loaded, for
-    hashing ``keys`` keys; once the process has hashed :data:`LOAD_AT_KEYS` keys, loading them
-    starts in the background. Never waits: None means "use numpy this time"."""
-    global _loader, _hashed
-    if _kernels is not None or _unavailable:
-        return _kernels
-    _hashed += keys
-    if _hashed >= LOAD_AT_KEYS and _loader is None:
-        with _lock:
-            if _loader is None:
-                _loader = threading.Thread(target=_load, name="tidemark-murmur-load")
-                _loader.start()
-    return None
+@dataclass(frozen=True)
+class Kernels:
+    """The compiled functions (see ``_murmur.c``)."""
+
+    library: ctypes.CDLL
+
+    def place(self, offsets: np.ndarray, data: np.ndarray, order: np.ndarray | None, rows: np.ndarray,
+              bits: np.ndarray, hashes: int) -> None:
+        """Set each key's ``hashes`` bits in ``bits[rows[key]]`` (a C-contiguous bool matrix: one
+        row per filter row, one byte per bit). ``offsets`` and ``data``: :func:`key_buffers`;
+        ``order``: :func:`length_order`."""
+        if not (bits.flags.c_contiguous and bits.dtype == np.bool_ and bits.ndim == 2):
+            raise ValueError("the filter's bits must be a C-contiguous bool matrix")
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        order = _contiguous(order)  # held here while the call reads it
+        status = self.library.tidemark_bloom_place(
+            offsets.ctypes.data, _data_pointer(data), _order_pointer(order), len(offsets) - 1, rows.ctypes.data,
+            bits.ctypes.data, bits.shape[1], hashes)
+        if status != 0:
+            raise MemoryError("no memory for the bloom filter's hashing")
+
+    def chains(self, offsets: np.ndarray, data: np.ndarray, order: np.ndarray | None, count: int) -> np.ndarray:
+        """The first ``count`` hashes of each key's chain, one row per key (uint32)."""
+        out = np.empty((len(offsets) - 1, count), dtype=np.uint32)
+        order = _contiguous(order)
+        status = self.library.tidemark_hash_chains(
+            offsets.ctypes.data, _data_pointer(data), _order_pointer(order), len(offsets) - 1, out.ctypes.data, count)
+        if status != 0:
+            raise MemoryError("no memory for the bloom filter's hashing")
+        return out
 
 
-def load() -> ModuleType | None:
-    """Load the kernels now, in this thread (None without numba); for tests and benchmarks."""
-    kernels(LOAD_AT_KEYS)
-    _wait_for_loader()
-    return _kernels
+def _data_pointer(data: np.ndarray) -> int:
+    return int(data.ctypes.data) if len(data) else 0
 
 
-def _load() -> None:
-    global _kernels, _unavailable
+def _contiguous(order: np.ndarray | None) -> np.ndarray | None:
+    return None if order is None else np.ascontiguousarray(order, dtype=np.int64)
+
+
+def _order_pointer(order: np.ndarray | None) -> int | None:
+    return None if order is None else int(order.ctypes.data)
+
+
+@cache
+def _load() -> Kernels | None:
+    if os.environ.get("TIDEMARK_COMPILED_HASHING", "1") == "0":
+        return None
     try:
-        from tidemark.format import _murmur_kernels as compiled
+        spec = importlib.util.find_spec("tidemark.format._murmur")
+        if spec is None or spec.origin is None:
+            log.debug("tidemark.format._murmur was not built: numpy hashes the bloom filters")
+            return None
+        library = ctypes.CDLL(spec.origin)
+    except (ImportError, OSError) as error:
+        log.debug("tidemark.format._murmur could not be loaded (%s): numpy hashes the bloom filters", error)
+        return None
+    library.tidemark_bloom_place.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, _POINTER,
+                                             ctypes.c_int64, ctypes.c_int32]
+    library.tidemark_bloom_place.restype = ctypes.c_int
+    library.tidemark_hash_chains.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, ctypes.c_int32]
+    library.tidemark_hash_chains.restype = ctypes.c_int
+    return Kernels(library)
 
-        compiled.warm_up()
-        _kernels = compiled
-    except Exception as error:  # noqa: BLE001 - numba missing or unable to compile: numpy serves
-        log.debug("compiled Murmur hashing unavailable, numpy serves: %s", error)
-        _unavailable = True
 
-
-def _wait_for_loader() -> None:
-    loader = _loader
-    if loader is not None and loader is not threading.current_thread():
-        loader.join()
-
-
-# A process forked while the loader thread imports numba would inherit import locks held by a
-# thread it does not have: the fork waits for the loader (at most its ~0.3 s). (The loader is
-# not a daemon thread: a process that ends while it loads waits for it rather than tearing
-# down the compiler under it.)
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_wait_for_loader)
+def kernels() -> Kernels | None:
+    """The compiled kernels, or None: numpy hashes."""
+    return _load()
 
 
 def key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,159 @@
+/*
+ * Hadoop's 32-bit Murmur hash chains of record keys, for Hudi's bloom filter
+ * (tidemark/format/murmur.py loads this with ctypes; tidemark/format/bloom.py states the hash).
+ *
+ * Keys of one byte length are hashed side by side in chunks of CHUNK keys: each key's 4-byte
+ * blocks and tail are mixed once (they do not depend on the seed), then each hash of the chain
+ * runs one step at a time over the chunk, in loops the compiler vectorises. Arithmetic is
+ * uint32, as Java's int wraps; the tail bytes are Java's signed bytes, the first the highest
+ * (Hadoop's MurmurHash.hash). Bit positions are Java's Math.abs(h % size).
+ *
+ * The functions use no Python API (ctypes calls them without the GIL): they take the key
+ * buffers of an Arrow string array (offsets as int64) and write into numpy arrays the caller
+ * owns; they hold no state, so calls on several threads at once are safe (placements only
+ * store ones). The module itself is empty: importing it tells where its file is.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define CHUNK 1024
+#define M 0x5bd1e995u
+
+#if defined(_WIN32)
+#define EXPORT __declspec(dllexport)
+#else
+#define EXPORT __attribute__((visibility("default")))
+#endif
+
+static int64_t key_at(const int64_t *order, int64_t position) {
+    return order ? order[position] : position;
+}
+
+/* From position first in order: the byte length of its key, and how many keys in a row (at most
+ * a chunk) share it. */
+static int64_t run_of(const int64_t *offsets, const int64_t *order, int64_t first, int64_t total,
+                      int64_t *length) {
+    int64_t key = key_at(order, first), end = first + 1;
+    *length = offsets[key + 1] - offsets[key];
+    while (end < total && end - first < CHUNK) {
+        int64_t other = key_at(order, end);
+        if (offsets[other + 1] - offsets[other] != *length) break;
+        end++;
+    }
+    return end - first;
+}
+
+static void mix_keys(const int64_t *offsets, const uint8_t *data, const int64_t *order, int64_t first,
+                     int64_t n, int64_t length, uint32_t *blocks, uint32_t *tail) {
+    int64_t count = length >> 2, left = length & 3;
+    for (int64_t j = 0; j < n; j++) {
+        const uint8_t *key = data + offsets[key_at(order, first + j)];
+        for (int64_t b = 0; b < count; b++) {
+            const uint8_t *p = key + 4 * b;
+            uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+            k *= M;
+            k ^= k >> 24;
+            blocks[b * CHUNK + j] = k * M;
+        }
+        uint32_t t = 0;
+        for (int64_t q = 0; q < left; q++)
+            t ^= (uint32_t)(int32_t)(int8_t)key[4 * count + q] << (8 * (left - 1 - q));
+        tail[j] = t;
+    }
+}
+
+static void next_hashes(uint32_t *restrict h, int64_t n, int64_t length, const uint32_t *restrict blocks,
+                        const uint32_t *restrict tail) {
+    int64_t count = length >> 2;
+    uint32_t size = (uint32_t)length;
+    for (int64_t j = 0; j < n; j++) h[j] ^= size;
+    for (int64_t b = 0; b < count; b++) {
+        const uint32_t *k = blocks + b * CHUNK;
+        for (int64_t j = 0; j < n; j++) h[j] = (h[j] * M) ^ k[j];
+    }
+    if (length & 3)
+        for (int64_t j = 0; j < n; j++) h[j] = (h[j] ^ tail[j]) * M;
+    for (int64_t j = 0; j < n; j++) {
+        uint32_t x = h[j];
+        x ^= x >> 13;
+        x *= M;
+        h[j] = x ^ (x >> 15);
+    }
+}
+
+static int64_t longest_key(const int64_t *offsets, int64_t total) {
+    int64_t longest = 0;
+    for (int64_t i = 0; i < total; i++)
+        if (offsets[i + 1] - offsets[i] > longest) longest = offsets[i + 1] - offsets[i];
+    return longest;
+}
+
+/* Set each key's hashes bits in row rows[key] of bits (rows of size bytes, one byte per bit).
+ * order: the keys by byte length, or NULL when they share one. Returns 0, or -1 if out of memory. */
+EXPORT int tidemark_bloom_place(const int64_t *offsets, const uint8_t *data, const int64_t *order, int64_t total,
+                                const int64_t *rows, uint8_t *bits, int64_t size, int32_t hashes) {
+    uint32_t *blocks = malloc(sizeof(uint32_t) * CHUNK * ((longest_key(offsets, total) >> 2) + 1));
+    uint32_t *scratch = malloc(sizeof(uint32_t) * CHUNK * 2);
+    int64_t *where = malloc(sizeof(int64_t) * CHUNK);
+    if (!blocks || !scratch || !where) {
+        free(blocks), free(scratch), free(where);
+        return -1;
+    }
+    uint32_t *tail = scratch, *h = scratch + CHUNK;
+    double inverse = 1.0 / (double)size;
+    for (int64_t first = 0; first < total;) {
+        int64_t length, n = run_of(offsets, order, first, total, &length);
+        mix_keys(offsets, data, order, first, n, length, blocks, tail);
+        for (int64_t j = 0; j < n; j++) {
+            h[j] = 0;
+            where[j] = rows[key_at(order, first + j)] * size;
+        }
+        for (int32_t i = 0; i < hashes; i++) {
+            next_hashes(h, n, length, blocks, tail);
+            for (int64_t j = 0; j < n; j++) {
+                int64_t a = (int64_t)(int32_t)h[j];
+                if (a < 0) a = -a;
+                /* a % size from a multiply by the inverse (off by at most one, corrected): no
+                 * integer division per hash. */
+                int64_t r = a - (int64_t)((double)a * inverse) * size;
+                if (r < 0) r += size; else if (r >= size) r -= size;
+                bits[where[j] + r] = 1;
+            }
+        }
+        first += n;
+    }
+    free(blocks), free(scratch), free(where);
+    return 0;
+}
+
+/* The first count hashes of each key's chain: out[key * count + i]. Returns 0, or -1 if out of memory. */
+EXPORT int tidemark_hash_chains(const int64_t *offsets, const uint8_t *data, const int64_t *order, int64_t total,
+                                uint32_t *out, int32_t count) {
+    uint32_t *blocks = malloc(sizeof(uint32_t) * CHUNK * ((longest_key(offsets, total) >> 2) + 1));
+    uint32_t *scratch = malloc(sizeof(uint32_t) * CHUNK * 2);
+    if (!blocks || !scratch) {
+        free(blocks), free(scratch);
+        return -1;
+    }
+    uint32_t *tail = scratch, *h = scratch + CHUNK;
+    for (int64_t first = 0; first < total;) {
+        int64_t length, n = run_of(offsets, order, first, total, &length);
+        mix_keys(offsets, data, order, first, n, length, blocks, tail);
+        for (int64_t j = 0; j < n; j++) h[j] = 0;
+        for (int32_t i = 0; i < count; i++) {
+            next_hashes(h, n, length, blocks, tail);
+            for (int64_t j = 0; j < n; j++) out[key_at(order, first + j) * count + i] = h[j];
+        }
+        first += n;
+    }
+    free(blocks), free(scratch);
+    return 0;
+}
+
+static struct PyModuleDef murmur_module = {
+    PyModuleDef_HEAD_INIT, "_murmur", "Hadoop's Murmur hash chains for Hudi's bloom filter (called with ctypes).", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__murmur(void) { return PyModule_Create(&murmur_module); }
