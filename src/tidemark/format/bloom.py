@@ -55,7 +55,6 @@ MIN_FOOTER_ENTRIES = 1_000
 
 _MURMUR = 1
 _VERSION = -1
-_M = np.uint32(0x5BD1E995)
 
 
 class BloomFilterError(TidemarkError):
@@ -71,70 +70,22 @@ def num_hashes(bits: int, num_entries: int) -> int:
     return int(math.ceil(bits / num_entries * math.log(2)))
 
 
+# Re-exported: the hashing lives in murmur.py, the filter's callers find it here.
+CHUNK_KEYS = murmur.CHUNK_KEYS
+
+
+def hash_chains(keys: pa.Array, count: int) -> np.ndarray:
+    """The first ``count`` hashes of each key's chain, one row per key (uint32). They are the
+    same for every filter: only the bit positions depend on a filter's vector size, so keys
+    probed against many files' filters are hashed once (:meth:`PackedFilter.holds_hashed`)."""
+    return murmur.hash_chains(_binary(keys), count)
+
+
 def _binary(keys: pa.Array) -> pa.Array:
     binary = pa.array(keys, pa.string()).cast(pa.binary()) if not pa.types.is_binary(keys.type) else keys
     if binary.null_count:
         raise BloomFilterError("a record key is null; a bloom filter holds only non-null keys")
     return binary
-
-
-def _compiled_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    """``keys`` as the compiled kernels take them: offsets, bytes, and the order by length."""
-    offsets, data = murmur.key_buffers(_binary(keys))
-    return offsets, data, murmur.length_order(offsets)
-
-
-def _utf8_groups(keys: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(positions, bytes as an (n, length) uint8 matrix) for each byte length among ``keys``."""
-    binary = _binary(keys)
-    binary = pa.concat_arrays([binary]) if binary.offset else binary  # offsets start at 0
-    offsets = np.frombuffer(binary.buffers()[1], dtype=np.int32, count=len(binary) + 1)
-    data_buffer = binary.buffers()[2]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    lengths = np.diff(offsets)
-    groups = []
-    for length in np.unique(lengths):
-        positions = np.flatnonzero(lengths == length)
-        starts = offsets[positions]
-        matrix = data[starts[:, None] + np.arange(int(length))] if length else np.zeros((len(positions), 0), np.uint8)
-        groups.append((positions, matrix))
-    return groups
-
-
-def _next_hash(h: np.ndarray, k: np.ndarray, tail: np.ndarray | None, length: int, scratch: np.ndarray) -> None:
-    """Turn ``h``, the previous hash of the chain (its seed), into the next one, in place: the
-    block multiply-xors over ``k`` and ``tail`` (:func:`_seed_free_parts`), then the finish."""
-    with np.errstate(over="ignore"):
-        h ^= np.uint32(length)
-        for b in range(k.shape[0]):
-            h *= _M
-            h ^= k[b]
-        if tail is not None:
-            h ^= tail
-            h *= _M
-        np.right_shift(h, np.uint32(13), out=scratch)
-        h ^= scratch
-        h *= _M
-        np.right_shift(h, np.uint32(15), out=scratch)
-        h ^= scratch
-
-
-def _positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
-    """Bit positions from hash values: Java's ``Math.abs(h % size)``, which is ``abs(h) % size``
-    (the abs of Integer.MIN_VALUE is 2^31 as unsigned)."""
-    if vector_size >= 2**31:
-        return np.remainder(np.abs(chain.view(np.int32)).view(np.uint32), np.uint32(vector_size))
-    # numpy divides signed integers by a scalar with a multiply (libdivide), about four times
-    # faster than its unsigned remainder: abs, then x - (x // size) * size.
-    signed = np.abs(chain.view(np.int32))
-    minimum = signed < 0  # abs(Integer.MIN_VALUE) overflows and stays negative
-    size = np.int32(vector_size)
-    quotient = signed // size
-    quotient *= size
-    signed -= quotient
-    if minimum.any():
-        signed[minimum] = 2**31 % vector_size
-    return signed.view(np.uint32)
 
 
 def _fill_rows(keys_per_row: int, max_entries: int) -> int:
@@ -156,92 +107,6 @@ def _used_rows(count: int, keys_per_row: int, max_entries: int) -> tuple[int, in
     """The number of rows a filter of ``count`` keys has, and the keys counted in its current row."""
     used_rows = max(1, min(_fill_rows(keys_per_row, max_entries), -(-count // keys_per_row)))
     return used_rows, count - (used_rows - 1) * keys_per_row
-
-
-# Keys hashed and placed per pass: the working arrays (a few per hash) stay in the CPU's cache,
-# where numpy's passes over them cost a fraction of passes over a million-key array.
-CHUNK_KEYS = 16_384
-
-
-def _seed_free_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """What a key's 4-byte blocks and its tail add to every hash of the chain (seed-free)."""
-    n, length = matrix.shape
-    blocks = length // 4
-    left = length - 4 * blocks
-    with np.errstate(over="ignore"):
-        k = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4").T.copy()  # (blocks, n)
-        k *= _M
-        k ^= k >> np.uint32(24)
-        k *= _M
-        if not left:
-            return k, None
-        tail = np.zeros(n, dtype=np.uint32)
-        signed_tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
-        for j in range(left):  # Hadoop's variant: the first tail byte is the highest
-            tail ^= signed_tail[:, j] << np.uint32(8 * (left - 1 - j))
-        return k, tail
-
-
-def _place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, row_offsets: np.ndarray | None) -> None:
-    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's bit vector
-    (``row_offsets`` None), or the filter's rows laid end to end with each key's row times
-    ``size`` in ``row_offsets``.
-
-    Each hash of the chain is turned into its bit position and placed as soon as it is
-    computed: nothing of size ``hashes x keys`` is ever materialised.
-    """
-    n, length = matrix.shape
-    k, tail = _seed_free_parts(matrix)
-    divisor = np.int32(size)
-    h = np.zeros(n, dtype=np.uint32)
-    scratch = np.empty(n, dtype=np.uint32)
-    where = np.empty(n, dtype=np.int32)
-    quotient = np.empty(n, dtype=np.int32)
-    index = np.empty(n, dtype=np.int64) if row_offsets is not None else where
-    with np.errstate(over="ignore"):
-        for _ in range(hashes):
-            _next_hash(h, k, tail, length, scratch)
-            # Java's Math.abs(h % size) == abs(h) % size; numpy divides int32 by a scalar with a
-            # multiply (libdivide). abs(Integer.MIN_VALUE) overflows and stays negative: fixed after.
-            if size >= 2**31:  # pragma: no cover - far beyond any sizing Hudi's options allow
-                positions = np.remainder(np.abs(h.view(np.int32)).view(np.uint32).astype(np.int64), size)
-                flat[positions if row_offsets is None else positions + row_offsets] = True
-                continue
-            np.abs(h.view(np.int32), out=where)
-            np.floor_divide(where, divisor, out=quotient)
-            quotient *= divisor
-            where -= quotient
-            if where.min() < 0:
-                where[h == np.uint32(0x80000000)] = 2**31 % size
-            if row_offsets is not None:
-                np.add(row_offsets, where, out=index)
-            flat[index] = True
-
-
-def hash_chains(keys: pa.Array, count: int) -> np.ndarray:
-    """The first ``count`` hashes of each key's chain, one row per key (uint32). They are the
-    same for every filter: only the bit positions depend on a filter's vector size, so keys
-    probed against many files' filters are hashed once (:meth:`BloomFilter.holds_hashed`)."""
-    compiled = murmur.kernels()
-    if compiled is not None:
-        offsets, data, order = _compiled_buffers(keys)
-        return compiled.chains(offsets, data, order, count)
-    return _numpy_hash_chains(keys, count)
-
-
-def _numpy_hash_chains(keys: pa.Array, count: int) -> np.ndarray:
-    chains = np.empty((len(keys), count), dtype=np.uint32)
-    for positions, matrix in _utf8_groups(keys):
-        for start in range(0, len(positions), CHUNK_KEYS):
-            chunk = matrix[start : start + CHUNK_KEYS]
-            rows = positions[start : start + CHUNK_KEYS]
-            k, tail = _seed_free_parts(chunk)
-            h = np.zeros(len(rows), dtype=np.uint32)
-            scratch = np.empty_like(h)
-            for i in range(count):
-                _next_hash(h, k, tail, chunk.shape[1], scratch)
-                chains[rows, i] = h
-    return chains
 
 
 class BloomBuilder:
@@ -307,27 +172,8 @@ class BloomBuilder:
     def _place(self, offset: int, keys: pa.Array) -> None:
         """Set the bits of ``keys``, the ones added from position ``offset`` on."""
         assert self._bits is not None and self._entries is not None
-        compiled = murmur.kernels()
-        if compiled is not None:
-            offsets, data, order = _compiled_buffers(keys)
-            rows = _rows_of(np.arange(offset, offset + len(keys), dtype=np.int64), self._entries, self._max_entries)
-            compiled.place(offsets, data, order, rows, self._bits, self._hashes)
-        else:
-            self._numpy_place(offset, keys)
-
-    def _numpy_place(self, offset: int, keys: pa.Array) -> None:
-        assert self._bits is not None and self._entries is not None
-        size = self._size()
-        flat = self._bits.reshape(-1)
-        for positions, matrix in _utf8_groups(keys):
-            for start in range(0, len(positions), CHUNK_KEYS):
-                part = positions[start : start + CHUNK_KEYS]
-                rows = _rows_of(part + offset, self._entries, self._max_entries)
-                chunk = matrix[start : start + CHUNK_KEYS]
-                if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
-                    _place_chunk(self._bits[int(rows[0])], chunk, self._hashes, size, None)
-                else:
-                    _place_chunk(flat, chunk, self._hashes, size, rows.astype(np.int64) * size)
+        entries, max_entries = self._entries, self._max_entries
+        murmur.place(_binary(keys), lambda at: _rows_of(at + offset, entries, max_entries), self._bits, self._hashes)
 
     def build(self) -> BloomFilter:
         if self._entries is None:
@@ -373,7 +219,12 @@ class BloomFilter:
         """For each key, False when the file surely does not hold it, True when it may."""
         array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
         result = np.zeros(len(array), dtype=bool)
-        for positions, matrix in _utf8_groups(array):
+        if murmur.kernels() is not None:  # compiled hash chains, a chunk of keys at a time
+            for start in range(0, len(array), CHUNK_KEYS):
+                result[start : start + CHUNK_KEYS] = self._holds_hashed(hash_chains(array.slice(start, CHUNK_KEYS),
+                                                                                    self.hashes))
+            return result
+        for positions, matrix in murmur.utf8_groups(_binary(array)):
             for start in range(0, len(positions), CHUNK_KEYS):
                 chunk = matrix[start : start + CHUNK_KEYS]
                 result[positions[start : start + CHUNK_KEYS]] = self._probe(chunk, stop_at_first=False)
@@ -383,11 +234,24 @@ class BloomFilter:
         """Whether the file may hold one of ``keys`` (False: surely none of them). Stops at the
         first key the filter may hold: a file that holds some of a batch's keys costs one chunk."""
         array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
-        for _, matrix in _utf8_groups(array):
+        if murmur.kernels() is not None:
+            return any(self._holds_hashed(hash_chains(array.slice(start, CHUNK_KEYS), self.hashes)).any()
+                       for start in range(0, len(array), CHUNK_KEYS))
+        for _, matrix in murmur.utf8_groups(_binary(array)):
             for start in range(0, len(matrix), CHUNK_KEYS):
                 if self._probe(matrix[start : start + CHUNK_KEYS], stop_at_first=True).any():
                     return True
         return False
+
+    def _holds_hashed(self, chains: np.ndarray) -> np.ndarray:
+        """:meth:`PackedFilter.holds_hashed` on this filter's rows (a bit per byte)."""
+        n = chains.shape[0]
+        where = murmur.positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
+        where = where.reshape(n, self.hashes)
+        result = np.zeros(n, dtype=bool)
+        for bits in self.rows:
+            result |= bits[where].all(axis=1)
+        return result
 
     def _probe(self, matrix: np.ndarray, *, stop_at_first: bool) -> np.ndarray:
         """Which keys of one byte length (``matrix``, one chunk) the filter may hold.
@@ -398,13 +262,13 @@ class BloomFilter:
         set the first of them decides.
         """
         n, length = matrix.shape
-        k, tail = _seed_free_parts(matrix)
+        k, tail = murmur.seed_free_parts(matrix)
         h = np.zeros(n, dtype=np.uint32)
         alive = np.ones((len(self.rows), n), dtype=bool)  # per row: every bit so far is set
         index = np.arange(n)  # the chunk's keys still in the running
         for _ in range(self.hashes):
-            _next_hash(h, k, tail, length, np.empty_like(h))
-            where = _positions(h, self.vector_size)
+            murmur.next_hash(h, k, tail, length, np.empty_like(h))
+            where = murmur.positions(h, self.vector_size)
             for row, bits in zip(alive, self.rows, strict=True):
                 row &= bits[where]
             keep = alive.any(axis=0)
@@ -510,7 +374,7 @@ class PackedFilter:
         if chains.shape[1] < self.hashes:
             raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
         n = chains.shape[0]
-        where = _positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
+        where = murmur.positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
         byte, bit = (where >> np.uint32(3)).reshape(n, self.hashes), (where & np.uint32(7)).astype(np.uint8)
         result = np.zeros(n, dtype=bool)
         for packed in self.rows:

@@ -1,4 +1,4 @@
-"""Hadoop's 32-bit Murmur hash chains of record keys, compiled.
+"""Hadoop's 32-bit Murmur hash chains of record keys: in C where it was built, else in numpy.
 
 Hudi's bloom filter hashes every key 30 times, each hash seeded with the one before it
 (:mod:`tidemark.format.bloom` states the hash). numpy does that over keys of one byte length
@@ -21,6 +21,7 @@ import ctypes
 import importlib.util
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -29,6 +30,8 @@ import numpy as np
 import pyarrow as pa
 
 log = logging.getLogger(__name__)
+
+_MULTIPLIER = np.uint32(0x5BD1E995)
 
 _POINTER = ctypes.c_void_p
 
@@ -129,3 +132,169 @@ def length_order(offsets: np.ndarray) -> np.ndarray | None:
     if lengths.max() < 2**16:  # numpy sorts 16-bit integers by radix: linear
         return np.argsort(lengths.astype(np.uint16), kind="stable").astype(np.int64)
     return np.argsort(lengths, kind="stable").astype(np.int64)
+
+
+# -- numpy: keys of one byte length at a time, one array operation per step ------------------
+def utf8_groups(binary: pa.Array) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(positions, bytes as an (n, length) uint8 matrix) for each byte length among ``binary``
+    (a binary array without nulls)."""
+    binary = pa.concat_arrays([binary]) if binary.offset else binary  # offsets start at 0
+    offsets = np.frombuffer(binary.buffers()[1], dtype=np.int32, count=len(binary) + 1)
+    data_buffer = binary.buffers()[2]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    lengths = np.diff(offsets)
+    groups = []
+    for length in np.unique(lengths):
+        positions = np.flatnonzero(lengths == length)
+        starts = offsets[positions]
+        matrix = data[starts[:, None] + np.arange(int(length))] if length else np.zeros((len(positions), 0), np.uint8)
+        groups.append((positions, matrix))
+    return groups
+
+
+def next_hash(h: np.ndarray, k: np.ndarray, tail: np.ndarray | None, length: int, scratch: np.ndarray) -> None:
+    """Turn ``h``, the previous hash of the chain (its seed), into the next one, in place: the
+    block multiply-xors over ``k`` and ``tail`` (:func:`seed_free_parts`), then the finish."""
+    with np.errstate(over="ignore"):
+        h ^= np.uint32(length)
+        for b in range(k.shape[0]):
+            h *= _MULTIPLIER
+            h ^= k[b]
+        if tail is not None:
+            h ^= tail
+            h *= _MULTIPLIER
+        np.right_shift(h, np.uint32(13), out=scratch)
+        h ^= scratch
+        h *= _MULTIPLIER
+        np.right_shift(h, np.uint32(15), out=scratch)
+        h ^= scratch
+
+
+def positions(chain: np.ndarray, vector_size: int) -> np.ndarray:
+    """Bit positions from hash values: Java's ``Math.abs(h % size)``, which is ``abs(h) % size``
+    (the abs of Integer.MIN_VALUE is 2^31 as unsigned)."""
+    if vector_size >= 2**31:
+        return np.remainder(np.abs(chain.view(np.int32)).view(np.uint32), np.uint32(vector_size))
+    # numpy divides signed integers by a scalar with a multiply (libdivide), about four times
+    # faster than its unsigned remainder: abs, then x - (x // size) * size.
+    signed = np.abs(chain.view(np.int32))
+    minimum = signed < 0  # abs(Integer.MIN_VALUE) overflows and stays negative
+    size = np.int32(vector_size)
+    quotient = signed // size
+    quotient *= size
+    signed -= quotient
+    if minimum.any():
+        signed[minimum] = 2**31 % vector_size
+    return signed.view(np.uint32)
+
+
+# Keys hashed and placed per pass: the working arrays (a few per hash) stay in the CPU's cache,
+# where numpy's passes over them cost a fraction of passes over a million-key array.
+CHUNK_KEYS = 16_384
+
+
+def seed_free_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """What a key's 4-byte blocks and its tail add to every hash of the chain (seed-free)."""
+    n, length = matrix.shape
+    blocks = length // 4
+    left = length - 4 * blocks
+    with np.errstate(over="ignore"):
+        k = np.ascontiguousarray(matrix[:, : blocks * 4]).view("<u4").T.copy()  # (blocks, n)
+        k *= _MULTIPLIER
+        k ^= k >> np.uint32(24)
+        k *= _MULTIPLIER
+        if not left:
+            return k, None
+        tail = np.zeros(n, dtype=np.uint32)
+        signed_tail = matrix[:, blocks * 4 :].astype(np.int8).astype(np.int32).view(np.uint32)  # Java's signed bytes
+        for j in range(left):  # Hadoop's variant: the first tail byte is the highest
+            tail ^= signed_tail[:, j] << np.uint32(8 * (left - 1 - j))
+        return k, tail
+
+
+def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, row_offsets: np.ndarray | None) -> None:
+    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's bit vector
+    (``row_offsets`` None), or the filter's rows laid end to end with each key's row times
+    ``size`` in ``row_offsets``.
+
+    Each hash of the chain is turned into its bit position and placed as soon as it is
+    computed: nothing of size ``hashes x keys`` is ever materialised.
+    """
+    n, length = matrix.shape
+    k, tail = seed_free_parts(matrix)
+    divisor = np.int32(size)
+    h = np.zeros(n, dtype=np.uint32)
+    scratch = np.empty(n, dtype=np.uint32)
+    where = np.empty(n, dtype=np.int32)
+    quotient = np.empty(n, dtype=np.int32)
+    index = np.empty(n, dtype=np.int64) if row_offsets is not None else where
+    with np.errstate(over="ignore"):
+        for _ in range(hashes):
+            next_hash(h, k, tail, length, scratch)
+            # Java's Math.abs(h % size) == abs(h) % size; numpy divides int32 by a scalar with a
+            # multiply (libdivide). abs(Integer.MIN_VALUE) overflows and stays negative: fixed after.
+            if size >= 2**31:  # pragma: no cover - far beyond any sizing Hudi's options allow
+                positions = np.remainder(np.abs(h.view(np.int32)).view(np.uint32).astype(np.int64), size)
+                flat[positions if row_offsets is None else positions + row_offsets] = True
+                continue
+            np.abs(h.view(np.int32), out=where)
+            np.floor_divide(where, divisor, out=quotient)
+            quotient *= divisor
+            where -= quotient
+            if where.min() < 0:
+                where[h == np.uint32(0x80000000)] = 2**31 % size
+            if row_offsets is not None:
+                np.add(row_offsets, where, out=index)
+            flat[index] = True
+
+
+# -- either ------------------------------------------------------------------------------------
+def hash_chains(binary: pa.Array, count: int) -> np.ndarray:
+    """The first ``count`` hashes of each key's chain (``binary``: keys without nulls), one row
+    per key (uint32)."""
+    compiled = kernels()
+    if compiled is not None:
+        offsets, data = key_buffers(binary)
+        return compiled.chains(offsets, data, length_order(offsets), count)
+    return numpy_hash_chains(binary, count)
+
+
+def numpy_hash_chains(binary: pa.Array, count: int) -> np.ndarray:
+    chains = np.empty((len(binary), count), dtype=np.uint32)
+    for where, matrix in utf8_groups(binary):
+        for start in range(0, len(where), CHUNK_KEYS):
+            chunk = matrix[start : start + CHUNK_KEYS]
+            rows = where[start : start + CHUNK_KEYS]
+            k, tail = seed_free_parts(chunk)
+            h = np.zeros(len(rows), dtype=np.uint32)
+            scratch = np.empty_like(h)
+            for i in range(count):
+                next_hash(h, k, tail, chunk.shape[1], scratch)
+                chains[rows, i] = h
+    return chains
+
+
+def place(binary: pa.Array, rows_of: Callable[[np.ndarray], np.ndarray], bits: np.ndarray, hashes: int) -> None:
+    """Set the ``hashes`` bits of each key of ``binary`` (no nulls) in its row of ``bits`` (a
+    C-contiguous bool matrix, a bit per byte): ``rows_of`` maps keys' positions in ``binary`` to
+    their rows. Only stores ones: placements of different keys may run side by side."""
+    compiled = kernels()
+    if compiled is not None:
+        offsets, data = key_buffers(binary)
+        compiled.place(offsets, data, length_order(offsets), rows_of(np.arange(len(binary), dtype=np.int64)), bits,
+                       hashes)
+        return
+    numpy_place(binary, rows_of, bits, hashes)
+
+
+def numpy_place(binary: pa.Array, rows_of: Callable[[np.ndarray], np.ndarray], bits: np.ndarray, hashes: int) -> None:
+    size = bits.shape[1]
+    flat = bits.reshape(-1)
+    for where, matrix in utf8_groups(binary):
+        for start in range(0, len(where), CHUNK_KEYS):
+            rows = rows_of(where[start : start + CHUNK_KEYS])
+            chunk = matrix[start : start + CHUNK_KEYS]
+            if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
+                place_chunk(bits[int(rows[0])], chunk, hashes, size, None)
+            else:
+                place_chunk(flat, chunk, hashes, size, rows.astype(np.int64) * size)

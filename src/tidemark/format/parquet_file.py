@@ -97,8 +97,11 @@ def iter_data_file(
         # Pages read through a buffered stream, without pre-buffering: either would otherwise
         # hold a whole row group's column chunks in memory at once (pyarrow's dataset scanner
         # decodes a row group's columns ahead of the batches: ~4x the slice's size).
-        stored = pq.ParquetFile(full_path, metadata=metadata, pre_buffer=False, buffer_size=STREAM_BUFFER)
-        stored_schema = stored.schema_arrow  # built anew on every access
+        stored: pq.ParquetFile | None = None
+        if metadata is None:
+            stored = pq.ParquetFile(full_path, pre_buffer=False, buffer_size=STREAM_BUFFER)
+            metadata = stored.metadata
+        stored_schema = metadata.schema.to_arrow_schema()
         present = [f for f in schema if f.name in stored_schema.names]
         # String columns asked for as dictionaries come straight from the file's dictionary pages:
         # no string decoded, nothing hashed again (a base file's commit times, its partition path).
@@ -110,9 +113,9 @@ def iter_data_file(
             for piece in _iter_by_dataset(full_path, plain, batch_size):  # evolved types: the scanner casts
                 yield piece.cast(schema)
             return
-        if as_dictionary:
-            stored = pq.ParquetFile(full_path, metadata=stored.metadata, pre_buffer=False, buffer_size=STREAM_BUFFER,
-                                    read_dictionary=as_dictionary)
+        if as_dictionary or stored is None:  # opened once, with the dictionaries it is to keep
+            stored = pq.ParquetFile(full_path, metadata=metadata, pre_buffer=False, buffer_size=STREAM_BUFFER,
+                                    read_dictionary=as_dictionary or None)
         names = [f.name for f in present]
         for batch in stored.iter_batches(batch_size=batch_size, columns=names, use_threads=False):
             columns = [batch.column(f.name) if f.name in names else pa.nulls(batch.num_rows, f.type) for f in schema]
