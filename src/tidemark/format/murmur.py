@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 _MULTIPLIER = np.uint32(0x5BD1E995)
 
 _POINTER = ctypes.c_void_p
+_ABI = 1  # tidemark_murmur_abi() of the _murmur.c this module calls
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,14 @@ def _load() -> Kernels | None:
             log.debug("tidemark.format._murmur was not built: numpy hashes the bloom filters")
             return None
         library = ctypes.CDLL(spec.origin)
-    except (ImportError, OSError) as error:
+        library.tidemark_murmur_abi  # noqa: B018 - an older build lacks it: AttributeError
+    except (ImportError, OSError, AttributeError) as error:
         log.debug("tidemark.format._murmur could not be loaded (%s): numpy hashes the bloom filters", error)
+        return None
+    library.tidemark_murmur_abi.restype = ctypes.c_int
+    if library.tidemark_murmur_abi() != _ABI:
+        log.warning("tidemark.format._murmur was built from another version of _murmur.c (pip install -e . "
+                    "rebuilds it): numpy hashes the bloom filters")
         return None
     library.tidemark_bloom_place.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, _POINTER,
                                              ctypes.c_int64, ctypes.c_int32]
