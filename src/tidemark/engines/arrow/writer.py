@@ -59,6 +59,16 @@ def as_arrow_table(data: Any) -> pa.Table:
     )
 
 
+def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """The positions of ``codes`` (each below ``distinct``) in a stable sort of them: narrow
+    codes by radix (numpy sorts 8- and 16-bit integers in linear time: a third of an int32 sort)."""
+    if distinct <= 256:
+        return np.argsort(codes.astype(np.uint8), kind="stable")
+    if distinct <= 65536:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
 def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool) -> dict[str, pa.Array]:
     """The batch's record keys per partition path (every key for every file's partition when the
     batch has no partition paths: a delete that gave only keys)."""
@@ -69,7 +79,7 @@ def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool
         return {f.partition_path: keys for f in files}
     encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
+    order = stable_order(codes, len(encoded.dictionary))
     bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
     groups = np.split(order, bounds)
     return {str(p): keys.take(pa.array(g)) for p, g in zip(encoded.dictionary.to_pylist(), groups, strict=True)}
@@ -494,7 +504,7 @@ def partition_rows(frame: pa.Table) -> list[np.ndarray | None]:
     if len(encoded.dictionary) == 1:
         return [None]
     codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = np.argsort(codes, kind="stable")
+    order = stable_order(codes, len(encoded.dictionary))
     bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
     return list(np.split(order, bounds))
 
