@@ -35,7 +35,8 @@ fi
 
 # The demo and the tests need Spark (the spark extra) and hudi-rs, pytest, ruff, mypy (test).
 EXTRAS=${TIDEMARK_EXTRAS:-test,spark,aws}
-stamp=".venv/.tidemark-installed-$(cat pyproject.toml | sha1sum | cut -c1-12)-${EXTRAS//,/_}"
+# The stamp follows what the install builds from: the package's metadata and its one C file.
+stamp=".venv/.tidemark-installed-$(cat pyproject.toml setup.py src/tidemark/format/_murmur.c | sha1sum | cut -c1-12)-${EXTRAS//,/_}"
 if [ ! -f "$stamp" ]; then
   log "installing tidemark[$EXTRAS] and its dependencies (the first time builds the pyspark wheel: a few minutes)"
   .venv/bin/python -m pip install -q --upgrade pip >/dev/null
