@@ -245,10 +245,8 @@ class BloomFilter:
 
     def _holds_hashed(self, chains: np.ndarray) -> np.ndarray:
         """:meth:`PackedFilter.holds_hashed` on this filter's rows (a bit per byte)."""
-        n = chains.shape[0]
-        where = murmur.positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
-        where = where.reshape(n, self.hashes)
-        result = np.zeros(n, dtype=bool)
+        where = _chain_positions(chains, self.hashes, self.vector_size)
+        result = np.zeros(chains.shape[0], dtype=bool)
         for bits in self.rows:
             result |= bits[where].all(axis=1)
         return result
@@ -334,6 +332,13 @@ def _read(text: str | bytes, type_code: str) -> tuple[int, int, int, int, list[n
     return size, hashes, keys_per_row, current, rows
 
 
+def _chain_positions(chains: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
+    """Each key's first ``hashes`` bit positions in a row of ``vector_size`` bits, from its hash
+    chain (:func:`hash_chains`): a (keys, hashes) matrix."""
+    where = murmur.positions(np.ascontiguousarray(chains[:, :hashes]).reshape(-1), vector_size)
+    return where.reshape(chains.shape[0], hashes)
+
+
 def _false_positive_rate(set_bits: Sequence[int], vector_size: int, hashes: int) -> float:
     """A row whose bits are set in fraction ``f`` lets a key through with chance ``f ** hashes``;
     a key may be in any row."""
@@ -373,12 +378,11 @@ class PackedFilter:
         are computed once for keys probed against many filters."""
         if chains.shape[1] < self.hashes:
             raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
-        n = chains.shape[0]
-        where = murmur.positions(np.ascontiguousarray(chains[:, : self.hashes]).reshape(-1), self.vector_size)
-        byte, bit = (where >> np.uint32(3)).reshape(n, self.hashes), (where & np.uint32(7)).astype(np.uint8)
-        result = np.zeros(n, dtype=bool)
+        where = _chain_positions(chains, self.hashes, self.vector_size)
+        byte, bit = where >> np.uint32(3), (where & np.uint32(7)).astype(np.uint8)
+        result = np.zeros(chains.shape[0], dtype=bool)
         for packed in self.rows:
-            result |= ((packed[byte] >> bit.reshape(n, self.hashes)) & 1).all(axis=1)
+            result |= ((packed[byte] >> bit) & 1).all(axis=1)
         return result
 
 

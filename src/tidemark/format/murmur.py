@@ -114,15 +114,9 @@ def kernels() -> Kernels | None:
 
 
 def key_buffers(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """The UTF-8 bytes of ``keys`` (non-null string or binary values) as the kernels take them:
-    each key's start in ``data`` (int64, one more than the keys), and ``data``."""
-    if pa.types.is_large_string(keys.type) or pa.types.is_large_binary(keys.type):
-        offset_type: Any = np.int64
-    elif pa.types.is_string(keys.type) or pa.types.is_binary(keys.type):
-        offset_type = np.int32
-    else:
-        keys = keys.cast(pa.string())
-        offset_type = np.int32
+    """The bytes of ``keys`` (a binary array without nulls) as the kernels take them: each
+    key's start in ``data`` (int64, one more than the keys), and ``data``."""
+    offset_type: Any = np.int64 if pa.types.is_large_binary(keys.type) else np.int32
     buffers = keys.buffers()
     width = np.dtype(offset_type).itemsize
     offsets = np.frombuffer(buffers[1], dtype=offset_type, count=len(keys) + 1, offset=keys.offset * width)
