@@ -21,8 +21,8 @@ while ``rows * nr < max_entries``; after that keys go round-robin over the rows,
 as Hudi's bounded dynamic filter places them, so the bytes equal Hudi's for the same keys.
 
 Hashing is vectorised over keys of equal byte length (record keys of one file usually share
-few lengths): compiled (:mod:`tidemark.format.murmur`, 0.08-0.15 s of CPU per million keys),
-or with numpy where the compiled part was not built (0.2-0.9 s per million keys).
+few lengths): compiled (:mod:`tidemark.format.murmur`, 0.09-0.14 s of CPU per million keys),
+or with numpy where the compiled part was not built (0.18-0.29 s per million keys).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Hudi's bloom filter hashes every key 30 times, each hash seeded with the one before it
 (:mod:`tidemark.format.bloom` states the hash). numpy does that over keys of one byte length
 at a time, one array operation per step of the hash: for a UUID key (nine 4-byte blocks) about
-forty passes over the keys per hash, 0.3-0.9 s of CPU per million keys. ``_murmur.c`` does
+forty passes over the keys per hash, 0.18-0.29 s of CPU per million keys. ``_murmur.c`` does
 the same steps over chunks of 1,024 keys held in the CPU's cache, in loops the C compiler
-vectorises: 0.08-0.15 s per million keys, whatever the key's length. Both give the same
+vectorises: 0.09-0.14 s per million keys (``benchmarks/bench_bloom_hashing.py``). Both give the same
 hashes, bit for bit (``tests/test_murmur.py`` holds them to each other, ``tests/test_bloom.py``
 both to Hudi's bytes and Hadoop's class).
 
