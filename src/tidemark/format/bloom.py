@@ -385,6 +385,13 @@ class PackedFilter:
             result |= ((packed[byte] >> bit) & 1).all(axis=1)
         return result
 
+    def holds_any(self, keys: pa.Array) -> bool:
+        """:meth:`BloomFilter.holds_any` (keys as a string array, no nulls), on the packed bits:
+        a chunk of keys hashed at a time, stopping at the first chunk with a key the filter may
+        hold."""
+        return any(self.holds_hashed(hash_chains(keys.slice(start, CHUNK_KEYS), self.hashes)).any()
+                   for start in range(0, len(keys), CHUNK_KEYS))
+
 
 def _footer_steps() -> tuple[int, ...]:
     steps = [MIN_FOOTER_ENTRIES]

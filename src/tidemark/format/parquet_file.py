@@ -24,16 +24,18 @@ def read_data_file(
     path: str | None = None,
     schema: pa.Schema | None = None,
     columns: Sequence[str] | None = None,
+    metadata: pq.FileMetaData | None = None,
 ) -> pa.Table:
     """The rows of one parquet data file (a local name, or one from Storage.open_input).
 
-    ``path`` (relative to the table) names it in errors.
+    ``path`` (relative to the table) names it in errors; ``metadata``: its footer, if the
+    caller read it already (:func:`read_file_metadata`).
 
     Raises CorruptDataFileError if the file is not readable parquet, FileNotFoundError if it is gone.
     """
     wanted = list(columns) if columns is not None else None
     try:
-        stored = pq.ParquetFile(full_path)
+        stored = pq.ParquetFile(full_path, metadata=metadata)
         quick = _read_directly(stored, schema, wanted)
         if quick is not None:
             return quick

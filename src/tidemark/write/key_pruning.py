@@ -36,6 +36,8 @@ from tidemark.storage import Storage
 
 _Filter = TypeVar("_Filter", BloomFilter, PackedFilter)
 
+OUT_OF_RANGE, NOT_IN_BLOOM, MAY_HOLD = 0, 1, 2  # a file's verdict for a set of keys, best last
+
 
 @dataclass(frozen=True)
 class PruneStats:
@@ -68,38 +70,52 @@ def files_that_may_hold(
         if keys is None or len(keys) == 0:
             continue
         candidates += 1
-        try:
-            # The footer alone: ranged reads of its bytes on an object store, not the whole file.
-            footer = pq.read_metadata(storage.open_ranged(f.path, f.size or None)).metadata or {}
-        except (pa.ArrowInvalid, OSError):  # damaged or gone: the key read names it (CorruptDataFileError)
+        footer = read_footer(storage, f)
+        verdict = MAY_HOLD if footer is None else footer_verdict(footer, keys)
+        by_range += verdict == OUT_OF_RANGE
+        by_bloom += verdict == NOT_IN_BLOOM
+        if verdict == MAY_HOLD:
             kept.append(f)
-            continue
-        inside = np.ones(len(keys), dtype=bool)
-        low, high = footer.get(MIN_KEY_KEY.encode()), footer.get(MAX_KEY_KEY.encode())
-        if low is not None and high is not None:
-            low_text, high_text = low.decode(), high.decode()
-            # Hudi orders keys as Java strings (UTF-16); for ASCII that is byte order, as here.
-            if _ascii(low_text) and _ascii(high_text):
-                in_range = pc.and_(pc.greater_equal(keys, low_text), pc.less_equal(keys, high_text))
-                inside = in_range.to_numpy(zero_copy_only=False)
-                if not inside.any():
-                    by_range += 1
-                    continue
-        serialized = footer.get(FOOTER_KEY.encode())
-        if serialized is not None:
-            try:
-                bloom = BloomFilter.parse(serialized, footer.get(TYPE_CODE_KEY.encode(), b"").decode())
-            except BloomFilterError:
-                bloom = None  # a filter we cannot read prunes nothing; the keys are read instead
-            if bloom is not None and not bloom.holds_any(keys if inside.all() else keys.filter(pa.array(inside))):
-                by_bloom += 1
-                continue
-        kept.append(f)
     return kept, PruneStats(candidates, by_range, by_bloom)
 
 
+def read_footer(storage: Storage, f: BaseFile) -> pq.FileMetaData | None:
+    """The parquet footer of base file ``f`` (ranged reads of its bytes on an object store, not
+    the whole file); None when it cannot be read: the key read then names the damage
+    (CorruptDataFileError), or finds the file gone."""
+    try:
+        return pq.read_metadata(storage.open_ranged(f.path, f.size or None))
+    except (pa.ArrowInvalid, OSError):
+        return None
+
+
+def footer_verdict(footer: pq.FileMetaData, keys: pa.Array) -> int:
+    """What a base file's footer says of ``keys`` (record keys as strings, no nulls):
+    :data:`OUT_OF_RANGE` (all outside its key range), :data:`NOT_IN_BLOOM` (its bloom filter
+    rules out those inside) or :data:`MAY_HOLD`. A footer without a range or a filter tidemark
+    reads rules nothing out by it."""
+    kv = footer.metadata or {}
+    inside: pa.Array | None = None
+    low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
+    if low is not None and high is not None:
+        low_text, high_text = low.decode(), high.decode()
+        # Hudi orders keys as Java strings (UTF-16); for ASCII that is byte order, as here.
+        if _ascii(low_text) and _ascii(high_text):
+            inside = pc.and_(pc.greater_equal(keys, low_text), pc.less_equal(keys, high_text))
+            if not pc.any(inside).as_py():
+                return OUT_OF_RANGE
+    serialized = kv.get(FOOTER_KEY.encode())
+    if serialized is None:
+        return MAY_HOLD
+    try:
+        bloom = PackedFilter.parse(serialized, kv.get(TYPE_CODE_KEY.encode(), b"").decode())
+    except BloomFilterError:
+        return MAY_HOLD  # a filter we cannot read prunes nothing; the keys are read instead
+    probed = keys if inside is None or pc.all(inside).as_py() else keys.filter(inside)
+    return MAY_HOLD if bloom.holds_any(probed) else NOT_IN_BLOOM
+
+
 # -- the same tests, split for engines that probe the keys where they are (Spark tasks) ------
-OUT_OF_RANGE, NOT_IN_BLOOM, MAY_HOLD = 0, 1, 2  # a file's verdict for a set of keys, best last
 
 
 @dataclass(frozen=True)
@@ -365,6 +381,6 @@ class KeyLocator:
 
 __all__ = [
     "MAY_HOLD", "NO_FILE", "NOT_IN_BLOOM", "OUT_OF_RANGE", "SEVERAL_FILES", "KeyFooter", "KeyLocator", "KeyProbe",
-    "PruneStats", "files_that_may_hold",
+    "PruneStats", "files_that_may_hold", "footer_verdict", "read_footer",
     "read_key_footers",
 ]

@@ -8,6 +8,8 @@ from each chunk (a record batch) only the rows it holds, then puts them in the o
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 
@@ -41,3 +43,25 @@ class ChunkedRows:
         back = np.empty(len(order), dtype=np.int64)
         back[order] = np.arange(len(order))
         return rows.combine_chunks().take(pa.array(back))  # the group's own rows only: one chunk
+
+
+def take_columns(table: pa.Table, indices: pa.Array, threads: int) -> pa.Table:
+    """``table.take(indices)``, its columns split between ``threads`` threads (pyarrow's take
+    releases the GIL but runs one column after another): the same table in about 1/threads
+    of the time, for the same memory."""
+    names = table.column_names
+    if threads <= 1 or len(names) <= 1:
+        return table.take(indices)
+    # Columns dealt out largest first to the thread with the fewest bytes so far.
+    groups: list[list[int]] = [[] for _ in range(min(threads, len(names)))]
+    load = [0] * len(groups)
+    for i in sorted(range(len(names)), key=lambda i: -table.column(i).nbytes):
+        lightest = load.index(min(load))
+        groups[lightest].append(i)
+        load[lightest] += table.column(i).nbytes
+    with ThreadPoolExecutor(max_workers=len(groups), thread_name_prefix="tidemark-take") as pool:
+        parts = list(pool.map(lambda group: table.select(group).take(indices), groups))
+    columns: dict[int, pa.ChunkedArray] = {}
+    for group, part in zip(groups, parts, strict=True):
+        columns.update(zip(group, part.columns, strict=True))
+    return pa.Table.from_arrays([columns[i] for i in range(len(names))], schema=table.schema)

@@ -14,21 +14,29 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from tidemark.engines.arrow.keys import crc32_of_keys, null_key_count, partition_path_array, record_key_array
-from tidemark.engines.arrow.take import ChunkedRows
+from tidemark.engines.arrow.keys import (
+    PartitionPaths,
+    crc32_of_keys,
+    may_hold_byte,
+    null_key_count,
+    partition_paths,
+    record_key_array,
+)
+from tidemark.engines.arrow.take import ChunkedRows, take_columns
 from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.format.parquet_file import read_data_file
 from tidemark.format.partition_path import check_partition_paths
-from tidemark.fsview import FileSystemView
+from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, greatest_per_key
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, with_dictionary_choice, write_file_group, write_new_files
-from tidemark.write.key_pruning import files_that_may_hold
+from tidemark.write.key_pruning import MAY_HOLD, footer_verdict, read_footer
 from tidemark.write.meta_columns import constant
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
@@ -67,22 +75,6 @@ def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
     if distinct <= 65536:
         return np.argsort(codes.astype(np.uint16), kind="stable")
     return np.argsort(codes, kind="stable")
-
-
-def _keys_by_partition(frame: pa.Table, files: Sequence[Any], by_partition: bool) -> dict[str, pa.Array]:
-    """The batch's record keys per partition path (every key for every file's partition when the
-    batch has no partition paths: a delete that gave only keys)."""
-    if frame.num_rows == 0:
-        return {}
-    keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string())
-    if not by_partition:
-        return {f.partition_path: keys for f in files}
-    encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = stable_order(codes, len(encoded.dictionary))
-    bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
-    groups = np.split(order, bounds)
-    return {str(p): keys.take(pa.array(g)) for p, g in zip(encoded.dictionary.to_pylist(), groups, strict=True)}
 
 
 class ArrowWrites:
@@ -125,6 +117,9 @@ class ArrowWritePipeline:
         # What the index lookup learnt of each candidate file: (its path, the positions of its
         # rows whose keys the batch holds), so its rewrite need not probe the file's keys again.
         self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
+        # The partition paths prepare() computed, as (the column it appended, their codes): a
+        # bulk_insert of that very column groups its rows by the codes, not by hashing it again.
+        self._paths: tuple[pa.Array, PartitionPaths] | None = None
 
     def file_groups_of(self, rows: pa.Table) -> set[tuple[str, str]]:
         pairs = rows.select([PARTITION_PATH, FILE_ID_COLUMN]).filter(pc.is_valid(rows.column(FILE_ID_COLUMN)))
@@ -139,6 +134,7 @@ class ArrowWritePipeline:
     # -- frame helpers ------------------------------------------------------------------
     def release(self) -> None:
         self._touched = {}  # nothing else is kept beyond the tables the client holds
+        self._paths = None
 
     def look_up(
         self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
@@ -215,19 +211,22 @@ class ArrowWritePipeline:
             column = frame.column(name)
             text = column if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \
                 else column.cast(pa.string())
-            bad = frame.filter(pc.match_substring(text, ","))
-            if bad.num_rows:
-                raise ambiguous_key_error(name, bad.column(name)[0].as_py())
+            if may_hold_byte(text, ord(",")):
+                bad = frame.filter(pc.match_substring(text, ","))
+                if bad.num_rows:
+                    raise ambiguous_key_error(name, bad.column(name)[0].as_py())
         frame = frame.append_column(RECORD_KEY, record_key_array(frame, layout.record_key_fields))
         if all(c in frame.column_names for c in layout.partition_fields):
-            paths = partition_path_array(
+            paths = partition_paths(
                 frame, layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode
             )
             check_partition_paths(
-                pc.unique(paths).to_pylist(), layout.partition_fields,
+                paths.paths.to_pylist(), layout.partition_fields,
                 hive_style=layout.hive_style, url_encode=layout.url_encode,
             )
-            frame = frame.append_column(PARTITION_PATH, paths)
+            column = paths.array()
+            frame = frame.append_column(PARTITION_PATH, column)
+            self._paths = (column, paths)
         return self.dedup(frame) if dedup else frame
 
     def dedup(self, frame: pa.Table) -> pa.Table:
@@ -249,34 +248,35 @@ class ArrowWritePipeline:
         """The batch with each row's file id (null: a new key) and, for a batch without partition
         paths, the partition path of the file holding the key.
 
-        Candidate files (after bloom and range pruning) are probed one at a time: only one
-        file's keys are in memory, hashed by ``index_in``, and only the batch's keys of that
-        file's partition probe them. A key found in two files (a damaged table) is tagged as a
+        Each candidate file (the latest base file of a partition the batch names) is probed by
+        the batch's keys of its partition: its footer's key range and bloom filter first, then,
+        if those do not rule every key out, its stored keys (hashed by ``index_in``; one file's
+        keys in memory per thread). A key found in two files (a damaged table) is tagged as a
         join would: one row per file holding it.
         """
         by_partition = PARTITION_PATH in frame.column_names
-        partitions = sorted(set(frame.column(PARTITION_PATH).to_pylist())) if by_partition else None
-        files = view.latest_base_files(partitions)
-        # Hudi's bloom index: the files' footers (key range, bloom filter) rule files out unread.
-        files, _ = files_that_may_hold(view.storage, files, _keys_by_partition(frame, files, by_partition))
         n = frame.num_rows
         keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
         rows_of: dict[str, np.ndarray] = {}
         if by_partition and n:
             encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
-            codes = encoded.indices.to_numpy(zero_copy_only=False)
-            rows_of = {str(p): np.flatnonzero(codes == i) for i, p in enumerate(encoded.dictionary.to_pylist())}
+            rows_of = _rows_by_code(encoded)
+        files = view.latest_base_files(sorted(rows_of) if by_partition else None)
         owner = np.full(n, -1, dtype=np.int64)
         self._touched = {}
-        # The candidate files probed side by side on threads (each reads one file's keys; large
-        # files one at a time, as their rewrites: engines/arrow/tasks.py), the results in file order.
-        probed = [(i, f, rows_of.get(f.partition_path) if by_partition else None) for i, f in enumerate(files)]
-        probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
+        # Each candidate file probed on its own, side by side on threads (large files one at a
+        # time, as their rewrites: engines/arrow/tasks.py), the results in file order: its footer
+        # first (Hudi's bloom index: key range, bloom filter), then, unless that rules every key
+        # out, its stored keys.
+        probed = [(f, rows_of.get(f.partition_path)) for f in files]
+        probed = [(f, rows) for f, rows in probed if rows is not None or not by_partition]
         probes = self._tasks.run(
-            [partial(_probe_file, view, f.path, keys, rows) for _, f, rows in probed],
-            write_threads(self.threads, len(probed)), [f.size for _, f, _ in probed],
+            [partial(_probe_file, view, f, keys, rows) for f, rows in probed],
+            write_threads(self.threads, len(probed)), [f.size for f, _ in probed],
         )
-        for (i, f, rows), (hit, stored_rows) in zip(probed, probes, strict=True):
+        read = [(f, rows, found) for (f, rows), found in zip(probed, probes, strict=True) if found is not None]
+        files = [f for f, _, _ in read]
+        for i, (f, rows, (hit, stored_rows)) in enumerate(read):
             where = hit if rows is None else rows[hit]
             if (owner[where] >= 0).any():
                 self._touched = {}
@@ -430,13 +430,14 @@ class ArrowWritePipeline:
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
-        runs = partition_rows(frame)
+        runs = partition_rows(frame, self._known_paths(frame))
         spec = with_dictionary_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
         if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
             # Many partitions: one take puts the batch in partition order, each task then slices
             # its rows (no copy); a take per partition and chunk costs about twice as much.
-            ordered = frame.take(pa.array(np.concatenate([r for r in runs if r is not None])))
+            ordered = take_columns(frame, pa.array(np.concatenate([r for r in runs if r is not None])),
+                                   write_threads(self.threads, len(runs)))
             starts = np.cumsum([0, *(len(r) for r in runs if r is not None)])
             sources = [ChunkedRows(ordered.slice(int(a), int(b - a)))
                        for a, b in zip(starts[:-1], starts[1:], strict=True)]
@@ -451,6 +452,17 @@ class ArrowWritePipeline:
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]
 
+    def _known_paths(self, frame: pa.Table) -> PartitionPaths | None:
+        """The codes of ``frame``'s partition paths if its column is the one prepare() made
+        (the same buffers: Arrow arrays do not change), else None."""
+        if self._paths is None or PARTITION_PATH not in frame.column_names:
+            return None
+        made, paths = self._paths
+        column = frame.column(PARTITION_PATH)
+        if column.num_chunks != 1 or not _same_array(column.chunk(0), made):
+            return None
+        return paths
+
     def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
         """The rows of the base file that hold the batch's keys, as the index lookup found them (if
         it read this very file): the rewrite then need not probe each slice of it again."""
@@ -459,13 +471,28 @@ class ArrowWritePipeline:
 
 
 def _probe_file(
-    view: FileSystemView, path: str, keys: pa.Array, rows: np.ndarray | None
+    view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them); None
+    when the file's footer rules every one of them out (the file is not read)."""
+    probe = keys if rows is None else keys.take(pa.array(rows))
+    footer = read_footer(view.storage, f)
+    if footer is not None and footer_verdict(footer, probe) != MAY_HOLD:
+        return None
+    return _found_in_file(view, f.path, probe, footer)
+
+
+def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
+    """The positions (ascending) of each dictionary value's rows in ``encoded``."""
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    distinct = len(encoded.dictionary)
+    groups = np.split(stable_order(codes, distinct), np.cumsum(np.bincount(codes, minlength=distinct))[:-1])
+    return dict(zip(encoded.dictionary.to_pylist(), groups, strict=True))
+
+
+def _found_in_file(
+    view: FileSystemView, path: str, probe: pa.Array, footer: pq.FileMetaData | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them)."""
-    return _found_in_file(view, path, keys if rows is None else keys.take(pa.array(rows)))
-
-
-def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
     of the file's rows that hold them (both ascending).
 
@@ -473,7 +500,7 @@ def _found_in_file(view: FileSystemView, path: str, probe: pa.Array) -> tuple[np
     table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
     """
     # One column of the file: ranged reads of its chunks on an object store, not the file.
-    stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY])
+    stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY], metadata=footer)
     keys = stored.column(RECORD_KEY).combine_chunks().cast(pa.string())
     if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
         hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
@@ -495,18 +522,30 @@ BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
 BULK_REORDER_BYTES = 256 * 1024 * 1024
 
 
-def partition_rows(frame: pa.Table) -> list[np.ndarray | None]:
+def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> list[np.ndarray | None]:
     """The positions of each partition path's rows in ``frame`` (ascending; partitions in the
-    order of their first row); ``[None]``: every row is in one partition (nothing to take)."""
+    order of their codes); ``[None]``: every row is in one partition (nothing to take).
+    ``known``: the codes of the frame's partition paths, if already computed."""
     if frame.num_rows == 0:
         return []
-    encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
-    if len(encoded.dictionary) == 1:
+    if known is not None:
+        codes, distinct = known.codes, len(known.paths)
+    else:
+        encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+        codes, distinct = encoded.indices.to_numpy(zero_copy_only=False), len(encoded.dictionary)
+    if distinct == 1:
         return [None]
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    order = stable_order(codes, len(encoded.dictionary))
-    bounds = np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))[:-1]
+    order = stable_order(codes, distinct)
+    bounds = np.cumsum(np.bincount(codes, minlength=distinct))[:-1]
     return list(np.split(order, bounds))
+
+
+def _same_array(a: pa.Array, b: pa.Array) -> bool:
+    """Whether ``a`` and ``b`` are views of the same memory (hence the same values)."""
+    if len(a) != len(b) or a.offset != b.offset or a.type != b.type:
+        return False
+    return all((x is None and y is None) or (x is not None and y is not None and x.address == y.address)
+               for x, y in zip(a.buffers(), b.buffers(), strict=True))
 
 
 def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int) -> list[WriteStat]:
