@@ -129,3 +129,16 @@ def test_may_hold_byte_rules_out_what_no_value_holds() -> None:
     # The slice leaves out the only value with a comma.
     assert not may_hold_byte(pa.array(["x,", "ab", "cd"]).slice(1), ord(","))
     assert not may_hold_byte(pa.chunked_array([[], ["ab"]], pa.string()), ord(","))
+
+
+def test_take_columns_takes_a_shared_column_once_and_keeps_it_shared() -> None:
+    # A string record key is its key field's column (the same buffers): one take serves both.
+    key = pa.chunked_array([pa.array([f"k{i}" for i in range(100)])])
+    table = pa.table({"key": key, "_hoodie_record_key": pc.cast(key, pa.string()),
+                      "copy": pa.array([f"k{i}" for i in range(100)]), "n": pa.array(range(100))})
+    indices = pa.array(np.arange(99, -1, -3))
+    got = take_columns(table, indices, 2)
+    assert got.equals(table.take(indices))
+    taken_key, taken_record_key, taken_copy = (got.column(c).chunk(0) for c in ("key", "_hoodie_record_key", "copy"))
+    assert taken_key.buffers()[2].address == taken_record_key.buffers()[2].address
+    assert taken_key.buffers()[2].address != taken_copy.buffers()[2].address

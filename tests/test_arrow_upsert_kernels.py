@@ -16,7 +16,7 @@ import pytest
 
 from conftest import hudi_rs_read
 from tidemark import Table
-from tidemark.engines.arrow.writer import _found_in_file
+from tidemark.engines.arrow.index import _found_in_file
 from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.format.parquet_file import iter_data_file
 from tidemark.merge import OP_COLUMN

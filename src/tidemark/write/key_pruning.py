@@ -178,7 +178,7 @@ def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str |
     files = list(files)
 
     def read(f: BaseFile) -> KeyFooter:
-        return _key_footer(storage, f, int_key)
+        return read_key_footer(storage, f, int_key)
 
     if storage.is_local or len(files) < 2:
         return [read(f) for f in files]
@@ -187,7 +187,28 @@ def read_key_footers(storage: Storage, files: Iterable[BaseFile], int_key: str |
         return list(pool.map(read, files))
 
 
-def _key_footer(storage: Storage, f: BaseFile, int_key: str | None) -> KeyFooter:
+# A key of a partition whose files' filters add up to more than this chance of letting a key
+# through falls to the several-files path that often: past it, locating keys by footers would
+# read files for many keys anyway.
+FOOTER_TAG_MAX_FALSE_POSITIVES = 0.005
+
+
+def footers_locate_keys(footers: Iterable[KeyFooter]) -> bool:
+    """Whether these footers are sharp enough to locate keys by (:class:`KeyLocator`): every
+    file has a bloom filter tidemark reads (a file without one would look like the home of every
+    key in its range, and inserts would pile into it), and per partition the files' filters let
+    a key through with a chance of at most :data:`FOOTER_TAG_MAX_FALSE_POSITIVES` in all (filters
+    filled far past their sizing, such as those of Hudi's 1M-key files, let many through)."""
+    false_positives: dict[str, float] = {}
+    for f in footers:
+        false_positives[f.partition_path] = false_positives.get(f.partition_path, 0.0) + f.false_positive_rate
+    return max(false_positives.values(), default=0.0) <= FOOTER_TAG_MAX_FALSE_POSITIVES
+
+
+def read_key_footer(storage: Storage, f: BaseFile, int_key: str | None = None) -> KeyFooter:
+    """What base file ``f``'s footer says about its keys (one ranged read of the footer);
+    ``int_key``: the record key's one integer field, whose range the column statistics give.
+    A footer that cannot be read gives a :class:`KeyFooter` that rules nothing out."""
     try:
         # Ranged reads of the footer's bytes: on an object store, not a download of the file.
         meta = pq.read_metadata(storage.open_ranged(f.path, f.size or None))
@@ -358,10 +379,14 @@ class KeyLocator:
                     groups.append((np.flatnonzero((codes == code) & valid), members))
         filters = {i: self._filter(i) for rows, members in groups if len(rows) for i in members}
         count = max((f.hashes for f in filters.values() if f is not None), default=0)
-        wanted = np.unique(np.concatenate([rows for rows, _ in groups])) if groups else np.zeros(0, np.int64)
-        chains = np.zeros((n, count), dtype=np.uint32)
-        if count and len(wanted):
-            chains[wanted] = hash_chains(text.take(pa.array(wanted)), count)
+        # The groups' rows are disjoint (one partition each): sorted, they are the keys to hash.
+        wanted = np.sort(np.concatenate([rows for rows, _ in groups])) if groups else np.zeros(0, np.int64)
+        if len(wanted) == n:  # every key: hashed as it is, not taken first
+            chains = hash_chains(text, count) if count else np.zeros((n, 0), dtype=np.uint32)
+        else:
+            chains = np.zeros((n, count), dtype=np.uint32)
+            if count and len(wanted):
+                chains[wanted] = hash_chains(text.take(pa.array(wanted)), count)
         for rows, members in groups:
             if not len(rows):
                 continue
@@ -381,6 +406,6 @@ class KeyLocator:
 
 __all__ = [
     "MAY_HOLD", "NO_FILE", "NOT_IN_BLOOM", "OUT_OF_RANGE", "SEVERAL_FILES", "KeyFooter", "KeyLocator", "KeyProbe",
-    "PruneStats", "files_that_may_hold", "footer_verdict", "read_footer",
-    "read_key_footers",
+    "FOOTER_TAG_MAX_FALSE_POSITIVES", "PruneStats", "files_that_may_hold", "footer_verdict", "footers_locate_keys",
+    "read_footer", "read_key_footer", "read_key_footers",
 ]

@@ -152,6 +152,10 @@ def with_meta_columns(
 def _dictionary_of(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArray:
     """``column`` (strings) as a dictionary array: a one-entry dictionary when every row holds
     the same value (a file group's partition path), else dictionary-encoded."""
+    if pa.types.is_dictionary(column.type) and column.type == _DICTIONARY_TYPE and column.null_count == 0:
+        dictionary = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+        if len(dictionary.dictionary) == 1:  # one value already (a bulk_insert's partition slice)
+            return dictionary
     text = column.cast(pa.string())
     if len(text) and text.null_count == 0:
         first = text[0].as_py()

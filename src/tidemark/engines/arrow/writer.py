@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from tidemark.engines.arrow.index import stable_order
+from tidemark.engines.arrow.index import tag as tag_keys
 from tidemark.engines.arrow.keys import (
     PartitionPaths,
     crc32_of_keys,
@@ -29,15 +30,13 @@ from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
-from tidemark.format.parquet_file import read_data_file
 from tidemark.format.partition_path import check_partition_paths
-from tidemark.fsview import BaseFile, FileSystemView
+from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, greatest_per_key
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
 from tidemark.write.file_group import WriteSpec, with_dictionary_choice, write_file_group, write_new_files
-from tidemark.write.key_pruning import MAY_HOLD, footer_verdict, read_footer
-from tidemark.write.meta_columns import constant
+from tidemark.write.meta_columns import constant, constant_dictionary
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
 from tidemark.write.validate import (
@@ -47,8 +46,6 @@ from tidemark.write.validate import (
     storable_arrow_table,
     text_key_fields,
 )
-
-_SEQ = "_tm_seq"
 
 
 def as_arrow_table(data: Any) -> pa.Table:
@@ -65,16 +62,6 @@ def as_arrow_table(data: Any) -> pa.Table:
         f"the Arrow engine (a Table opened with spark=None) writes pyarrow Tables, not {type(data).__name__}; "
         "open the table with spark=... to write Spark DataFrames"
     )
-
-
-def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
-    """The positions of ``codes`` (each below ``distinct``) in a stable sort of them: narrow
-    codes by radix (numpy sorts 8- and 16-bit integers in linear time: a third of an int32 sort)."""
-    if distinct <= 256:
-        return np.argsort(codes.astype(np.uint8), kind="stable")
-    if distinct <= 65536:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
-    return np.argsort(codes, kind="stable")
 
 
 class ArrowWrites:
@@ -114,8 +101,8 @@ class ArrowWritePipeline:
         self.user_schema = user_schema
         self.threads = threads  # > 0: at most this many file groups written at once (else one per core)
         self._tasks = WriteTasks()
-        # What the index lookup learnt of each candidate file: (its path, the positions of its
-        # rows whose keys the batch holds), so its rewrite need not probe the file's keys again.
+        # What the index lookup learnt of the files whose keys it read: (its path, the positions
+        # of its rows whose keys the batch holds), so its rewrite need not probe them again.
         self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
         # The partition paths prepare() computed, as (the column it appended, their codes): a
         # bulk_insert of that very column groups its rows by the codes, not by hashing it again.
@@ -246,79 +233,10 @@ class ArrowWritePipeline:
     # -- index --------------------------------------------------------------------------
     def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
         """The batch with each row's file id (null: a new key) and, for a batch without partition
-        paths, the partition path of the file holding the key.
-
-        Each candidate file (the latest base file of a partition the batch names) is probed by
-        the batch's keys of its partition: its footer's key range and bloom filter first, then,
-        if those do not rule every key out, its stored keys (hashed by ``index_in``; one file's
-        keys in memory per thread). A key found in two files (a damaged table) is tagged as a
-        join would: one row per file holding it.
-        """
-        by_partition = PARTITION_PATH in frame.column_names
-        n = frame.num_rows
-        keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
-        rows_of: dict[str, np.ndarray] = {}
-        if by_partition and n:
-            encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
-            rows_of = _rows_by_code(encoded)
-        files = view.latest_base_files(sorted(rows_of) if by_partition else None)
-        owner = np.full(n, -1, dtype=np.int64)
-        self._touched = {}
-        # Each candidate file probed on its own, side by side on threads (large files one at a
-        # time, as their rewrites: engines/arrow/tasks.py), the results in file order: its footer
-        # first (Hudi's bloom index: key range, bloom filter), then, unless that rules every key
-        # out, its stored keys.
-        probed = [(f, rows_of.get(f.partition_path)) for f in files]
-        probed = [(f, rows) for f, rows in probed if rows is not None or not by_partition]
-        probes = self._tasks.run(
-            [partial(_probe_file, view, f, keys, rows) for f, rows in probed],
-            write_threads(self.threads, len(probed)), [f.size for f, _ in probed],
-        )
-        read = [(f, rows, found) for (f, rows), found in zip(probed, probes, strict=True) if found is not None]
-        files = [f for f, _, _ in read]
-        for i, (f, rows, (hit, stored_rows)) in enumerate(read):
-            where = hit if rows is None else rows[hit]
-            if (owner[where] >= 0).any():
-                self._touched = {}
-                return self._tag_by_join(frame, files, view, by_partition)
-            owner[where] = i
-            self._touched[(f.partition_path, f.file_id)] = (f.path, stored_rows)
-        pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
-        found = owner >= 0
-        mask = pa.array(~found)
-        file_ids = pa.array([f.file_id for f in files] or [""], pa.string()).take(pa.array(np.maximum(owner, 0)))
-        tagged = frame
-        if not by_partition:
-            paths = pa.array([f.partition_path for f in files] or [""], pa.string())
-            paths = paths.take(pa.array(np.maximum(owner, 0)))
-            tagged = tagged.append_column(PARTITION_PATH, pc.if_else(mask, pa.scalar(None, pa.string()), paths))
-        return tagged.append_column(FILE_ID_COLUMN, pc.if_else(mask, pa.scalar(None, pa.string()), file_ids))
-
-    def _tag_by_join(
-        self, frame: pa.Table, files: Sequence[Any], view: FileSystemView, by_partition: bool
-    ) -> pa.Table:
-        """Tagging by a join of the batch with every candidate file's keys: a key stored twice
-        gives a row per file, as Hudi's join-based index does."""
-        pieces = []
-        for f in files:
-            # Two columns of the file: ranged reads of their chunks on an object store, not the file.
-            source = view.storage.open_ranged(f.path)
-            keys = read_data_file(source, path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
-            pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
-        existing = pa.concat_tables(pieces)
-        on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
-        if by_partition:
-            existing = existing.select([*on, FILE_ID_COLUMN])
-        # Join the keys and row positions only, then take: Arrow's hash join cannot carry
-        # nested columns (lists, structs, maps) and need not copy the batch's values at all.
-        positions = frame.select(on).append_column(_SEQ, pa.array(np.arange(frame.num_rows, dtype=np.int64)))
-        found = positions.join(existing, keys=on, join_type="left outer", use_threads=False)
-        found = found.sort_by(_SEQ)
-        looked_up = [c for c in existing.column_names if c not in on]
-        rows = frame.take(found.column(_SEQ))  # a key held twice would appear twice, as with a join
-        for name in looked_up:
-            rows = rows.append_column(name, found.column(name))
-        return rows
+        paths, the partition path of the file holding the key (engines/arrow/index.py)."""
+        lookup = tag_keys(frame, view, self._tasks, self.threads)
+        self._touched = lookup.touched
+        return lookup.tagged
 
     def tag_buckets(self, frame: pa.Table, view: FileSystemView, assignment: BucketAssignment) -> pa.Table:
         if PARTITION_PATH not in frame.column_names:  # a delete without partition columns: look keys up
@@ -430,17 +348,20 @@ class ArrowWritePipeline:
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
-        runs = partition_rows(frame, self._known_paths(frame))
+        paths, runs = partition_rows(frame, self._known_paths(frame))
         spec = with_dictionary_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
         if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
             # Many partitions: one take puts the batch in partition order, each task then slices
-            # its rows (no copy); a take per partition and chunk costs about twice as much.
-            ordered = take_columns(frame, pa.array(np.concatenate([r for r in runs if r is not None])),
+            # its rows (no copy); a take per partition and chunk costs about twice as much. The
+            # partition path is not taken: each slice gets its one value as a one-entry dictionary.
+            ordered = take_columns(frame.drop_columns([PARTITION_PATH]),
+                                   pa.array(np.concatenate([r for r in runs if r is not None])),
                                    write_threads(self.threads, len(runs)))
             starts = np.cumsum([0, *(len(r) for r in runs if r is not None)])
-            sources = [ChunkedRows(ordered.slice(int(a), int(b - a)))
-                       for a, b in zip(starts[:-1], starts[1:], strict=True)]
+            sources = [ChunkedRows(ordered.slice(int(a), int(b - a)).append_column(
+                           PARTITION_PATH, constant_dictionary(path, int(b - a))))
+                       for path, a, b in zip(paths, starts[:-1], starts[1:], strict=True)]
             tasks: list[Callable[[], list[WriteStat]]] = [
                 partial(_write_partition, spec, part, None, task) for task, part in enumerate(sources)
             ]
@@ -470,74 +391,29 @@ class ArrowWritePipeline:
         return known[1] if known is not None and base_file is not None and known[0] == base_file else None
 
 
-def _probe_file(
-    view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray] | None:
-    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them); None
-    when the file's footer rules every one of them out (the file is not read)."""
-    probe = keys if rows is None else keys.take(pa.array(rows))
-    footer = read_footer(view.storage, f)
-    if footer is not None and footer_verdict(footer, probe) != MAY_HOLD:
-        return None
-    return _found_in_file(view, f.path, probe, footer)
-
-
-def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
-    """The positions (ascending) of each dictionary value's rows in ``encoded``."""
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    distinct = len(encoded.dictionary)
-    groups = np.split(stable_order(codes, distinct), np.cumsum(np.bincount(codes, minlength=distinct))[:-1])
-    return dict(zip(encoded.dictionary.to_pylist(), groups, strict=True))
-
-
-def _found_in_file(
-    view: FileSystemView, path: str, probe: pa.Array, footer: pq.FileMetaData | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
-    of the file's rows that hold them (both ascending).
-
-    The hash table is built on the smaller side (inserting a million stored keys into a hash
-    table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
-    """
-    # One column of the file: ranged reads of its chunks on an object store, not the file.
-    stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY], metadata=footer)
-    keys = stored.column(RECORD_KEY).combine_chunks().cast(pa.string())
-    if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
-        hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
-        found_keys = probe.take(pa.array(hit))
-        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False))
-    at = pc.index_in(keys, value_set=probe)
-    stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
-    first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
-    if len(first) == 0:
-        return first.astype(np.int64), stored_rows
-    # Every position of those keys (a batch that was not deduplicated may hold a key twice).
-    found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
-    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
-
-
 BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
 # A batch up to this size is put in partition order by one take before a bulk_insert writes it
 # (one copy of it in memory at once); a larger one is taken partition by partition, in slices.
 BULK_REORDER_BYTES = 256 * 1024 * 1024
 
 
-def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> list[np.ndarray | None]:
-    """The positions of each partition path's rows in ``frame`` (ascending; partitions in the
-    order of their codes); ``[None]``: every row is in one partition (nothing to take).
-    ``known``: the codes of the frame's partition paths, if already computed."""
+def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tuple[list[str], list[np.ndarray | None]]:
+    """Each partition path of ``frame`` and the positions of its rows (ascending; partitions in
+    the order of their codes); ``[None]`` as the positions: every row is in one partition (nothing
+    to take). ``known``: the codes of the frame's partition paths, if already computed."""
     if frame.num_rows == 0:
-        return []
+        return [], []
     if known is not None:
-        codes, distinct = known.codes, len(known.paths)
+        codes, paths = known.codes, known.paths
     else:
         encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
-        codes, distinct = encoded.indices.to_numpy(zero_copy_only=False), len(encoded.dictionary)
+        codes, paths = encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
+    distinct = len(paths)
     if distinct == 1:
-        return [None]
+        return paths.to_pylist(), [None]
     order = stable_order(codes, distinct)
     bounds = np.cumsum(np.bincount(codes, minlength=distinct))[:-1]
-    return list(np.split(order, bounds))
+    return paths.to_pylist(), list(np.split(order, bounds))
 
 
 def _same_array(a: pa.Array, b: pa.Array) -> bool:

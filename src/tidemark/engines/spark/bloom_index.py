@@ -44,6 +44,7 @@ from tidemark.write.key_pruning import (
     KeyProbe,
     PruneStats,
     files_that_may_hold,
+    footers_locate_keys,
     read_key_footers,
 )
 
@@ -64,9 +65,6 @@ SEVERAL_FILES_COLUMN = "_tm_several_files"
 # The footers travel to the tasks with the tagging function: beyond this many bytes of
 # filters, the keys are looked up by the join instead.
 FOOTER_TAG_MAX_BYTES = 32 << 20
-# A key of a partition whose files' filters add up to more than this chance of letting a key
-# through falls to the several-files path that often: past it, the keys are looked up by the join.
-FOOTER_TAG_MAX_FALSE_POSITIVES = 0.005
 
 
 def every_file_hit(files: Sequence[BaseFile], rows_by_partition: Mapping[str, int] | None) -> bool:
@@ -150,16 +148,13 @@ def tag_by_footers(
     Returns None, to look keys up by reading them, when some file has no bloom filter tidemark
     reads (its every key in range would look like its own, and inserts would pile into it),
     lets through so many keys that a partition's files add up to more than
-    :data:`FOOTER_TAG_MAX_FALSE_POSITIVES` (filters filled far past their sizing: many keys
+    :data:`~tidemark.write.key_pruning.FOOTER_TAG_MAX_FALSE_POSITIVES` (filters filled far past their sizing: many keys
     would need their files read), or the filters are too large to travel with the tasks.
     """
     footers = read_key_footers(storage, files, int_key)
     if sum(len(f.bloom or b"") for f in footers) > FOOTER_TAG_MAX_BYTES:
         return None
-    false_positives: dict[str, float] = {}
-    for f in footers:
-        false_positives[f.partition_path] = false_positives.get(f.partition_path, 0.0) + f.false_positive_rate
-    if max(false_positives.values(), default=0.0) > FOOTER_TAG_MAX_FALSE_POSITIVES:
+    if not footers_locate_keys(footers):
         return None
     log.debug("bloom index: keys located by the footers of %d base files, no stored key read", len(files))
     file_ids = pa.array([f.file_id for f in files], pa.string())

@@ -1,0 +1,175 @@
+"""The Arrow engine's index lookup (Hudi's simple index with its bloom index): the base file that
+holds each key of a batch, if any.
+
+Each key lives in at most one base file of its partition. Each candidate file (the latest base
+file of a partition the batch names; every file for a batch without partition paths) is judged
+by its footer (key range, bloom filter) against the batch's keys of its partition; unless that
+rules them all out, its stored keys are read and probed, the files side by side on the write
+threads. The positions of the file's rows that the batch holds come back too, so that the
+file's rewrite need not probe its keys again (:attr:`Lookup.touched`). A key found stored in two
+files (a damaged table) is tagged as a join would: one row per file.
+
+(The Spark engine may locate keys by the footers alone, reading no key:
+:func:`tidemark.engines.spark.bloom_index.tag_by_footers`. Here that was measured to cost as
+much as it saves: the keys read are then probed by each file's rewrite instead, and with many
+small files the per-partition probing of footers costs more than reading their keys.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tidemark.engines.arrow.tasks import WriteTasks, write_threads
+from tidemark.format.names import PARTITION_PATH, RECORD_KEY
+from tidemark.format.parquet_file import read_data_file
+from tidemark.fsview import BaseFile, FileSystemView
+from tidemark.write.engine import FILE_ID_COLUMN
+from tidemark.write.key_pruning import MAY_HOLD, footer_verdict, read_footer
+
+_SEQ = "_tm_seq"
+
+
+@dataclass
+class Lookup:
+    """A batch tagged by :func:`tag`."""
+
+    tagged: pa.Table  # the batch with each row's file id (null: a new key), and the partition path if it had none
+    # What reading a file's keys found, by (partition path, file id): (the file's path, the
+    # ascending positions of its rows that hold the batch's keys).
+    touched: dict[tuple[str, str], tuple[str, np.ndarray]] = field(default_factory=dict)
+
+
+def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) -> Lookup:
+    """``frame`` (the prepared batch) with each row's file id (see the module). Files are read
+    side by side on up to ``threads`` threads (large ones alone, as their rewrites:
+    engines/arrow/tasks.py)."""
+    by_partition = PARTITION_PATH in frame.column_names
+    n = frame.num_rows
+    keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
+    rows_of: dict[str, np.ndarray] = {}
+    if by_partition and n:
+        encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
+        rows_of = _rows_by_code(encoded)
+    files = view.latest_base_files(sorted(rows_of) if by_partition else None)
+    owner = np.full(n, -1, dtype=np.int64)  # each row's index in ``files``; -1: no file holds it
+    touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
+    probed = [(i, f, rows_of.get(f.partition_path)) for i, f in enumerate(files)]
+    probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
+    probes = tasks.run(
+        [partial(_probe_file, view, f, keys, rows) for _, f, rows in probed],
+        write_threads(threads, len(probed)), [f.size for _, f, _ in probed],
+    )
+    # A file whose footer ruled every key out was not read (None).
+    read = [(i, f, rows, found) for (i, f, rows), found in zip(probed, probes, strict=True) if found is not None]
+    for i, f, rows, (hit, stored_rows) in read:
+        where = hit if rows is None else rows[hit]
+        if (owner[where] >= 0).any():  # a key stored in two files
+            return Lookup(_tag_by_join(frame, [f for _, f, _, _ in read], view, by_partition))
+        owner[where] = i
+        touched[(f.partition_path, f.file_id)] = (f.path, stored_rows)
+    pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
+    return Lookup(_with_owners(frame, files, owner, by_partition), touched)
+
+
+def _with_owners(frame: pa.Table, files: Sequence[BaseFile], owner: np.ndarray, by_partition: bool) -> pa.Table:
+    """``frame`` with the file id of ``files[owner]`` (null where ``owner`` is negative) and, for a
+    batch without partition paths, the holding file's partition path."""
+    missing = pa.array(owner < 0)
+    at = pa.array(np.maximum(owner, 0))
+    file_ids = pa.array([f.file_id for f in files] or [""], pa.string()).take(at)
+    tagged = frame
+    if not by_partition:
+        paths = pa.array([f.partition_path for f in files] or [""], pa.string()).take(at)
+        tagged = tagged.append_column(PARTITION_PATH, pc.if_else(missing, pa.scalar(None, pa.string()), paths))
+    return tagged.append_column(FILE_ID_COLUMN, pc.if_else(missing, pa.scalar(None, pa.string()), file_ids))
+
+
+def _tag_by_join(frame: pa.Table, files: Sequence[BaseFile], view: FileSystemView, by_partition: bool) -> pa.Table:
+    """Tagging by a join of the batch with every candidate file's keys: a key stored twice
+    gives a row per file, as Hudi's join-based index does."""
+    pieces = []
+    for f in files:
+        # Two columns of the file: ranged reads of their chunks on an object store, not the file.
+        source = view.storage.open_ranged(f.path)
+        keys = read_data_file(source, path=f.path, columns=[RECORD_KEY, PARTITION_PATH])
+        pieces.append(keys.append_column(FILE_ID_COLUMN, pa.array([f.file_id] * keys.num_rows, pa.string())))
+    existing = pa.concat_tables(pieces)
+    on = [PARTITION_PATH, RECORD_KEY] if by_partition else [RECORD_KEY]
+    if by_partition:
+        existing = existing.select([*on, FILE_ID_COLUMN])
+    # Join the keys and row positions only, then take: Arrow's hash join cannot carry
+    # nested columns (lists, structs, maps) and need not copy the batch's values at all.
+    positions = frame.select(on).append_column(_SEQ, pa.array(np.arange(frame.num_rows, dtype=np.int64)))
+    found = positions.join(existing, keys=on, join_type="left outer", use_threads=False)
+    found = found.sort_by(_SEQ)
+    looked_up = [c for c in existing.column_names if c not in on]
+    rows = frame.take(found.column(_SEQ))  # a key held twice would appear twice, as with a join
+    for name in looked_up:
+        rows = rows.append_column(name, found.column(name))
+    return rows
+
+
+def _probe_file(
+    view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them); None
+    when the file's footer rules every one of them out (the file is not read)."""
+    probe = keys if rows is None else keys.take(pa.array(rows))
+    footer = read_footer(view.storage, f)
+    if footer is not None and footer_verdict(footer, probe) != MAY_HOLD:
+        return None
+    return _found_in_file(view, f.path, probe, footer)
+
+
+def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """The positions of ``codes`` (each below ``distinct``) in a stable sort of them: narrow
+    codes by radix (numpy sorts 8- and 16-bit integers in linear time: a third of an int32 sort)."""
+    if distinct <= 256:
+        return np.argsort(codes.astype(np.uint8), kind="stable")
+    if distinct <= 65536:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
+def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
+    """The positions (ascending) of each dictionary value's rows in ``encoded``."""
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    distinct = len(encoded.dictionary)
+    groups = np.split(stable_order(codes, distinct), np.cumsum(np.bincount(codes, minlength=distinct))[:-1])
+    return dict(zip(encoded.dictionary.to_pylist(), groups, strict=True))
+
+
+def _found_in_file(
+    view: FileSystemView, path: str, probe: pa.Array, footer: pq.FileMetaData | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
+    of the file's rows that hold them (both ascending).
+
+    The hash table is built on the smaller side (inserting a million stored keys into a hash
+    table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
+    """
+    # One column of the file: ranged reads of its chunks on an object store, not the file.
+    stored = read_data_file(view.storage.open_ranged(path), path=path, columns=[RECORD_KEY], metadata=footer)
+    keys = stored.column(RECORD_KEY).combine_chunks().cast(pa.string())
+    if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
+        hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
+        found_keys = probe.take(pa.array(hit))
+        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False))
+    at = pc.index_in(keys, value_set=probe)
+    stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
+    first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
+    if len(first) == 0:
+        return first.astype(np.int64), stored_rows
+    # Every position of those keys (a batch that was not deduplicated may hold a key twice).
+    found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
+    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
+
+
+__all__ = ["Lookup", "stable_order", "tag"]
