@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every issue-18 measurement in one run, one after the other, on an otherwise idle machine:
 #   1. Arrow engine vs delta-rs on the five shapes, 1M rows (bench_shapes.py --engines arrow)
+#   1b. the floor under it: pyarrow alone writing the same Hudi files (bench_floor.py)
 #   2. Spark engine vs plain Spark on the five shapes, 1M rows (bench_shapes.py --engines spark)
 #   3. Spark engine at 5M rows, string keys and ten partitions (fmt-p10-narrow)
 #   4. small commits and the memory of a 5M-row Arrow upsert (bench_small_commits.py); 4b. the
@@ -24,6 +25,11 @@ log "1. arrow vs delta-rs, 1M rows"
 $PY benchmarks/bench_shapes.py --engines arrow --rows 1000000 --repeat "$REPEAT" --work-dir "$OUT/w-arrow" \
     --out "$OUT/arrow.md" --json "$OUT/arrow.json" >>"$OUT/run.log" 2>&1
 rm -rf "$OUT/w-arrow"
+log "1b. the floor under the Arrow engine: pyarrow writing the same Hudi files alone, beside tidemark and delta-rs"
+mkdir -p "$OUT/w-floor"
+$PY benchmarks/bench_floor.py --rows 1000000 --repeat "$REPEAT" --work-dir "$OUT/w-floor" \
+    --out "$OUT/floor.md" --json "$OUT/floor.json" >>"$OUT/run.log" 2>&1
+rm -rf "$OUT/w-floor"
 log "2. spark vs plain Spark, 1M rows"
 $PY benchmarks/bench_shapes.py --engines spark --rows 1000000 --repeat "$REPEAT" --work-dir "$OUT/w-spark" \
     --out "$OUT/spark.md" --json "$OUT/spark.json" >>"$OUT/run.log" 2>&1
