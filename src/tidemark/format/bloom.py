@@ -28,6 +28,7 @@ or with numpy where the compiled part was not built (0.18-0.29 s per million key
 from __future__ import annotations
 
 import base64
+import binascii
 import bisect
 import math
 import struct
@@ -132,11 +133,13 @@ class BloomBuilder:
         self._entries: int | None = num_entries
 
     @classmethod
-    def resuming(cls, stored: BloomFilter, count: int) -> BloomBuilder:
+    def resuming(cls, stored: BloomFilter, count: int, total: int | None = None) -> BloomBuilder:
         """A builder sized as ``stored`` (one row) that already holds ``stored``'s bits as the
-        filter of ``count`` keys added: keys added next land as they would after those."""
+        filter of ``count`` keys added: keys added next land as they would after those.
+        ``total``: the keys it will hold in all, if known (only the rows those fill are made)."""
         builder = cls(num_entries=stored.keys_per_row)
-        rows = _fill_rows(stored.keys_per_row, builder._max_entries)
+        rows = _fill_rows(stored.keys_per_row, builder._max_entries) if total is None else \
+            _used_rows(total, stored.keys_per_row, builder._max_entries)[0]
         builder._bits = np.zeros((rows, stored.vector_size), dtype=bool)
         builder._bits[0] = stored.rows[0]
         builder._count = count
@@ -178,8 +181,9 @@ class BloomBuilder:
     def build(self) -> BloomFilter:
         if self._entries is None:
             self._entries = self._fixed_entries or footer_entries(self._count)
-        if self._bits is None:
-            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), self._size()), dtype=bool)
+        if self._bits is None:  # the count is final: only the rows its keys fill (a small file's one)
+            rows = _used_rows(self._count, self._entries, self._max_entries)[0]
+            self._bits = np.zeros((rows, self._size()), dtype=bool)
         for offset, piece in self._pending:
             self._place(offset, piece)
         self._pending.clear()
@@ -311,7 +315,9 @@ def _read(text: str | bytes, type_code: str) -> tuple[int, int, int, int, list[n
     if type_code != TYPE_CODE:
         raise BloomFilterError(f"bloom filter type {type_code!r} is not supported (only {TYPE_CODE})")
     try:
-        raw = base64.b64decode(text, validate=True)
+        # binascii's strict mode validates as b64decode(validate=True) does, without its regex
+        # pass over the text (a fifth of the decoding of a 100,000-key filter).
+        raw = binascii.a2b_base64(text, strict_mode=True)
         version, hashes, hash_type, size = struct.unpack_from(">iiBi", raw, 0)
         keys_per_row, current, row_count = struct.unpack_from(">iii", raw, 13)
         offset = 25
@@ -434,7 +440,7 @@ def with_added_keys(stored: BloomFilter, keys: pa.Array, total: int) -> BloomFil
         or stored.hashes != num_hashes(stored.vector_size, entries)
     ):
         return None
-    builder = BloomBuilder.resuming(stored, total - len(keys))
+    builder = BloomBuilder.resuming(stored, total - len(keys), total)
     builder.add(keys)
     return builder.build()
 

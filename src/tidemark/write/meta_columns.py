@@ -133,9 +133,9 @@ def with_meta_columns(
         COMMIT_TIME: (constant_dictionary(instant_time, n) if COMMIT_TIME in as_dictionary
                       else constant(instant_time, n)),
         COMMIT_SEQNO: sequence_numbers(seq_prefix, start, n),
-        RECORD_KEY: rows.column(RECORD_KEY).cast(pa.string()),
+        RECORD_KEY: _as_string(rows.column(RECORD_KEY)),
         PARTITION_PATH: (_dictionary_of(rows.column(PARTITION_PATH)) if PARTITION_PATH in as_dictionary
-                         else rows.column(PARTITION_PATH).cast(pa.string())),
+                         else _as_string(rows.column(PARTITION_PATH))),
         FILE_NAME: constant_dictionary(file_name, n) if FILE_NAME in as_dictionary else constant(file_name, n),
     }
     arrays = []
@@ -143,10 +143,15 @@ def with_meta_columns(
         if field.name in meta:
             arrays.append(meta[field.name])
         elif field.name in rows.column_names:
-            arrays.append(rows.column(field.name).cast(field.type))
+            column = rows.column(field.name)
+            arrays.append(column if column.type == field.type else column.cast(field.type))
         else:
             arrays.append(pa.nulls(n, field.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _as_string(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    return column if column.type == pa.string() else column.cast(pa.string())
 
 
 def _dictionary_of(column: pa.ChunkedArray | pa.Array) -> pa.Array | pa.ChunkedArray:

@@ -434,7 +434,8 @@ def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | Non
 
 def _distinct_keys(frame: pa.Table) -> bool:
     """Whether no record key occurs twice in ``frame`` (then no two rows share a partition and key)."""
-    return bool(pc.count_distinct(frame.column(RECORD_KEY), mode="all").as_py() == frame.num_rows)
+    # unique, not count_distinct: the same count (a null is one value in both) at half the cost.
+    return len(pc.unique(frame.column(RECORD_KEY))) == frame.num_rows
 
 
 def file_group_runs(ordered: pa.Table) -> list[tuple[str, str, int, int]]:
