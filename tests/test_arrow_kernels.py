@@ -205,7 +205,7 @@ def test_a_base_file_whose_disk_fails_mid_file_raises_and_leaves_no_encoder_runn
 
 @pytest.mark.parametrize("distinct", [1, 2, 255, 256, 257, 65_536, 65_537, 200_000])
 def test_the_partition_order_is_a_stable_sort_for_any_number_of_partitions(distinct: int) -> None:
-    from tidemark.engines.arrow.index import stable_order
+    from tidemark.engines.arrow.keys import stable_order
 
     codes = np.random.default_rng(distinct).integers(0, distinct, size=300_000).astype(np.int32)
     codes[:3] = distinct - 1  # the highest code present, whatever the draw

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tidemark.engines.arrow.keys import rows_by_code
 from tidemark.engines.arrow.tasks import WriteTasks, write_threads
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.format.parquet_file import read_data_file
@@ -128,21 +129,9 @@ def _probe_file(
     return _found_in_file(view, f.path, probe, footer)
 
 
-def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
-    """The positions of ``codes`` (each below ``distinct``) in a stable sort of them: narrow
-    codes by radix (numpy sorts 8- and 16-bit integers in linear time: a third of an int32 sort)."""
-    if distinct <= 256:
-        return np.argsort(codes.astype(np.uint8), kind="stable")
-    if distinct <= 65536:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
-    return np.argsort(codes, kind="stable")
-
-
 def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
     """The positions (ascending) of each dictionary value's rows in ``encoded``."""
-    codes = encoded.indices.to_numpy(zero_copy_only=False)
-    distinct = len(encoded.dictionary)
-    groups = np.split(stable_order(codes, distinct), np.cumsum(np.bincount(codes, minlength=distinct))[:-1])
+    groups = rows_by_code(encoded.indices.to_numpy(zero_copy_only=False), len(encoded.dictionary))
     return dict(zip(encoded.dictionary.to_pylist(), groups, strict=True))
 
 
@@ -172,4 +161,4 @@ def _found_in_file(
     return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
 
 
-__all__ = ["Lookup", "stable_order", "tag"]
+__all__ = ["Lookup", "tag"]

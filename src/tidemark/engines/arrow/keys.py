@@ -47,6 +47,21 @@ class PartitionPaths:
         return self.paths.take(pa.array(self.codes))
 
 
+def stable_order(codes: np.ndarray, distinct: int) -> np.ndarray:
+    """The positions of ``codes`` (each below ``distinct``) in a stable sort of them: narrow
+    codes by radix (numpy sorts 8- and 16-bit integers in linear time: a third of an int32 sort)."""
+    if distinct <= 256:
+        return np.argsort(codes.astype(np.uint8), kind="stable")
+    if distinct <= 65536:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
+def rows_by_code(codes: np.ndarray, distinct: int) -> list[np.ndarray]:
+    """The positions (ascending) of the rows of each code ``0 .. distinct - 1``, in code order."""
+    return list(np.split(stable_order(codes, distinct), np.cumsum(np.bincount(codes, minlength=distinct))[:-1]))
+
+
 def _field_folders(column: pa.ChunkedArray | pa.Array, name: str, *, hive_style: bool,
                    url_encode: bool) -> tuple[list[str], np.ndarray]:
     """The distinct folder names of one partition field and each row's code into them.

@@ -55,7 +55,7 @@ def take_columns(table: pa.Table, indices: pa.Array, threads: int) -> pa.Table:
         return table.take(indices)
     # The first column of each set of columns made of the same buffers.
     first_of: dict[tuple[object, ...], int] = {}
-    source = [first_of.setdefault(_identity(table.column(i)), i) for i in range(len(names))]
+    source = [first_of.setdefault(buffer_identity(table.column(i)), i) for i in range(len(names))]
     distinct = sorted(set(source))
     # Columns dealt out largest first to the thread with the fewest bytes so far.
     groups: list[list[int]] = [[] for _ in range(min(threads, len(distinct)))]
@@ -72,11 +72,13 @@ def take_columns(table: pa.Table, indices: pa.Array, threads: int) -> pa.Table:
     return pa.Table.from_arrays([columns[source[i]] for i in range(len(names))], schema=table.schema)
 
 
-def _identity(column: pa.ChunkedArray) -> tuple[object, ...]:
+def buffer_identity(column: pa.ChunkedArray | pa.Array) -> tuple[object, ...]:
     """What makes ``column`` the values it is: its type, its chunks' offsets and lengths and
-    the addresses of their buffers (two columns alike in these hold the same values)."""
-    parts: list[object] = [column.type, column.num_chunks]
-    for chunk in column.chunks:
+    the addresses of their buffers (two columns alike in these are views of the same memory,
+    hence hold the same values: Arrow arrays do not change)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    parts: list[object] = [column.type, len(chunks)]
+    for chunk in chunks:
         parts += [chunk.offset, len(chunk)]
         parts += [b.address if b is not None else 0 for b in chunk.buffers()]
     return tuple(parts)

@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.engines.arrow.index import stable_order
 from tidemark.engines.arrow.index import tag as tag_keys
 from tidemark.engines.arrow.keys import (
     PartitionPaths,
@@ -24,8 +23,9 @@ from tidemark.engines.arrow.keys import (
     null_key_count,
     partition_paths,
     record_key_array,
+    rows_by_code,
 )
-from tidemark.engines.arrow.take import ChunkedRows, take_columns
+from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, take_columns
 from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
@@ -379,10 +379,8 @@ class ArrowWritePipeline:
         if self._paths is None or PARTITION_PATH not in frame.column_names:
             return None
         made, paths = self._paths
-        column = frame.column(PARTITION_PATH)
-        if column.num_chunks != 1 or not _same_array(column.chunk(0), made):
-            return None
-        return paths
+        same = buffer_identity(frame.column(PARTITION_PATH)) == buffer_identity(pa.chunked_array([made]))
+        return paths if same else None
 
     def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
         """The rows of the base file that hold the batch's keys, as the index lookup found them (if
@@ -408,20 +406,9 @@ def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tupl
     else:
         encoded = pc.fill_null(frame.column(PARTITION_PATH).combine_chunks(), "").dictionary_encode()
         codes, paths = encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary
-    distinct = len(paths)
-    if distinct == 1:
+    if len(paths) == 1:
         return paths.to_pylist(), [None]
-    order = stable_order(codes, distinct)
-    bounds = np.cumsum(np.bincount(codes, minlength=distinct))[:-1]
-    return paths.to_pylist(), list(np.split(order, bounds))
-
-
-def _same_array(a: pa.Array, b: pa.Array) -> bool:
-    """Whether ``a`` and ``b`` are views of the same memory (hence the same values)."""
-    if len(a) != len(b) or a.offset != b.offset or a.type != b.type:
-        return False
-    return all((x is None and y is None) or (x is not None and y is not None and x.address == y.address)
-               for x, y in zip(a.buffers(), b.buffers(), strict=True))
+    return paths.to_pylist(), list(rows_by_code(codes, len(paths)))
 
 
 def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int) -> list[WriteStat]:
