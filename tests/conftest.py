@@ -154,6 +154,33 @@ def _hudi_rs_read_once(path: str, **options: Any) -> pa.Table:
     return pa.Table.from_batches(batches)
 
 
+def reader_views(path: str) -> str:
+    """What tidemark and hudi-rs each take as a local table's latest base files, and whether
+    tidemark trusts its metadata table: for the message of a failed comparison between them."""
+    from hudi import HudiTableBuilder
+
+    from tidemark.fsview import FileSystemView
+    from tidemark.metadata.listing import metadata_listing
+    from tidemark.storage import LocalStorage
+    from tidemark.timeline import Timeline
+
+    base = os.path.abspath(path)
+    storage = LocalStorage(base)
+    timeline = Timeline.load(storage)
+    trusted, why = metadata_listing(storage, timeline)
+    ours = {b.path for b in FileSystemView(storage, timeline).latest_base_files()}
+    theirs = {f.base_file_relative_path() for f in HudiTableBuilder.from_base_uri(base).build().get_file_slices()}
+    mdt_timeline = os.path.join(base, ".hoodie", "metadata", ".hoodie", "timeline")
+    mdt_names = sorted(os.listdir(mdt_timeline)) if os.path.isdir(mdt_timeline) else []
+    return "\n".join([
+        f"metadata table: {'trusted by tidemark' if trusted is not None else 'not trusted: ' + why}",
+        f"latest base files only tidemark reads: {sorted(ours - theirs)}",
+        f"latest base files only hudi-rs reads: {sorted(theirs - ours)}",
+        f"data timeline (last 20): {sorted(i.file_name for i in timeline)[-20:]}",
+        f"metadata timeline: {mdt_names}",
+    ])
+
+
 def rows_of(table: Any, columns: list[str]) -> list[tuple[Any, ...]]:
     """Sorted tuples of ``columns`` from a Spark DataFrame or an Arrow table."""
     if isinstance(table, pa.Table):
