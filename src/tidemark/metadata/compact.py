@@ -12,8 +12,8 @@ the old slice; a crash leaves a pending compaction nobody reads (tidemark writes
 one at a new time).
 
 Call under the table lock, right after recording an instant, and never while a clean is
-pending on the data table (a cleaner records outside the lock; its deltacommit could
-complete before ``c`` yet after the fold read the listing).
+pending on the data table (a cleaner of an older tidemark recorded outside the lock; its
+deltacommit could complete before ``c`` yet after the fold read the listing).
 """
 
 from __future__ import annotations

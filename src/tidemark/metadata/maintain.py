@@ -20,7 +20,8 @@ write's commit writes it before the lock and only completes it under the lock:
 metadata deltacommit whose data instant is not completed; readers ignore its files (hudi-rs
 takes file slices only of completed data instants; tests/test_metadata_table.py checks it),
 and the next writer finds the tables out of sync and removes the metadata table. A clean
-records outside the lock (see there); a rollback (of a pending or a completed instant, alone
+records under the lock as it completes (:func:`tidemark.recovery.clean.execute_clean`); a
+rollback (of a pending or a completed instant, alone
 or in a restore) and a restore record the files they delete under their own instant times
 (:mod:`tidemark.metadata.undone`).
 After a compaction of the files partition its old slices are cleaned and its timeline
@@ -211,7 +212,7 @@ def record_if_maintained(storage: Storage, instant_time: str, stats: Sequence[Wr
     """Under the lock, right before the data instant ``instant_time`` is published: record its
     files in the ``files`` partition if the table has a metadata table tidemark keeps. With
     ``compact_after`` (the writer's hoodie.metadata.compact.max.delta.commits; None for a
-    cleaner, which records outside the lock, and for rollbacks), compact the partition once
+    cleaner and for rollbacks), compact the partition once
     its latest slice has that many log files, then clean its old slices and archive its
     timeline. Returns the metadata deltacommit's completion time (None: no metadata table kept)."""
     if FILES_PARTITION not in storage.list_subdirs(METADATA_DIR) or not maintained(storage):

@@ -6,8 +6,10 @@ Lifecycle of one clean, Hudi's::
                what the policy lets go, write <c>.clean.requested (HoodieCleanerPlan)
     execute    outside the lock, concurrent with writers:
                <c>.clean.inflight; re-read the savepoints (one may have been taken
-               since the plan) and spare their files; delete the planned files;
-               publish <c>_<done>.clean (HoodieCleanMetadata)
+               since the plan) and spare their files; delete the planned files
+    complete   [lock] unless another executor of the plan completed it already:
+               the metadata table's deltacommit, then <c>_<done>.clean
+               (HoodieCleanMetadata)
 
 What a plan never deletes:
 
@@ -22,15 +24,18 @@ What a plan never deletes:
 
 A plan left requested or inflight by a dead cleaner is finished by the next one
 (its heartbeat tells whether it is dead, as for writes); a live one is left alone.
-Deleting is idempotent, so finishing a half-executed plan is safe.
+Deleting is idempotent, so finishing a half-executed plan is safe; and a cleaner
+only judged dead (a late heartbeat) that finishes too completes nothing twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -373,13 +378,48 @@ def schedule_clean(
     return [ScheduledClean(new_plan, beat)], None
 
 
-def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
-    """Outside the lock: delete the planned files (sparing savepoints) and publish the clean."""
+def _complete_once(storage: Storage, instant_time: str, deleted: list[str], metadata: bytes) -> str | None:
+    """Under the lock: record the clean ``instant_time`` in the metadata table and publish its
+    completed file, unless it completed already (another executor of its plan). Returns its
+    completion time (None: completed and archived already, not found in the history either)."""
+    timeline = Timeline.load(storage)
+    mine = [i for i in timeline if i.requested_time == instant_time and i.action is Action.CLEAN]
+    done = next((i.completion_time for i in mine if i.is_completed), None)
+    if done is not None:
+        return done
+    if not mine:  # completed and archived while this executor was deleting: nothing left to do
+        storage.delete(f"{TIMELINE_DIR}/{instant_file_name(instant_time, Action.CLEAN, State.INFLIGHT)}")
+        archived = timeline.with_history().completed_instant(instant_time)
+        return archived.completion_time if archived is not None else None
+    record_if_maintained(storage, instant_time, (), deleted)  # the metadata table first, as Hudi orders it
+    completion = new_instant_time(floor=timeline.max_time())
+    name = instant_file_name(instant_time, Action.CLEAN, State.COMPLETED, completion)
+    storage.create_if_absent(f"{TIMELINE_DIR}/{name}", metadata)
+    return completion
+
+
+def execute_clean(
+    storage: Storage, scheduled: ScheduledClean,
+    under_lock: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+) -> CleanResult:
+    """Delete the planned files (sparing savepoints) outside the lock, then publish the clean
+    under it (``under_lock()``: the table lock's hold, or nothing for a caller holding it).
+
+    A plan may be executed twice: a cleaner judged dead (its heartbeat late on a loaded
+    machine) may still be running when another process adopts its plan. Deleting twice is
+    harmless; completing twice is not: a second completed file for one instant outlives the
+    archival of the first, leaving an old instant active ahead of archived ones, and readers
+    (Hudi's and hudi-rs) then take the archived commits after it for uncommitted. So the
+    metadata table's deltacommit and the completed instant are written under the lock, by
+    whichever executor gets there first; the other finds the clean completed and returns
+    its result without writing."""
     plan = scheduled.plan
     started = time.monotonic()
     try:
         inflight = instant_file_name(plan.instant_time, Action.CLEAN, State.INFLIGHT)
-        storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", plan.to_avro())
+        requested = instant_file_name(plan.instant_time, Action.CLEAN, State.REQUESTED)
+        if storage.exists(f"{TIMELINE_DIR}/{requested}"):  # not completed and archived meanwhile
+            storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}", plan.to_avro())
         # After the inflight file exists, so a savepoint taken from now on waits for this
         # clean, and one taken before is seen here (see recovery/savepoint.py).
         timeline = Timeline.load(storage)
@@ -417,12 +457,8 @@ def execute_clean(storage: Storage, scheduled: ScheduledClean) -> CleanResult:
             "version": 2,
             "bootstrapPartitionMetadata": None,
         }
-        # The metadata table first, as Hudi orders it (outside the table lock, like the clean:
-        # a deltacommit of its own time and log file, so it never collides with a writer's).
-        record_if_maintained(storage, plan.instant_time, (), deleted)
-        completion = new_instant_time(floor=timeline.max_time())
-        done = instant_file_name(plan.instant_time, Action.CLEAN, State.COMPLETED, completion)
-        storage.create_if_absent(f"{TIMELINE_DIR}/{done}", write_avro("clean", meta))
+        with under_lock():
+            completion = _complete_once(storage, plan.instant_time, deleted, write_avro("clean", meta))
         return CleanResult(
             clean_instant=Instant(plan.instant_time, Action.CLEAN, State.COMPLETED, completion),
             deleted_files=tuple(deleted),

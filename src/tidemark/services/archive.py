@@ -40,6 +40,7 @@ from tidemark.recovery.clean import committed_versions
 from tidemark.storage import Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name
 from tidemark.timeline.history import ArchivedRecord, append
+from tidemark.timeline.instant import parse_instant_file_name
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,17 @@ def _plan_bytes(storage: Storage, inst: Instant) -> bytes | None:
     return None
 
 
+def _completed_names(names: list[str], inst: Instant) -> list[str]:
+    """Every completed file of ``inst`` (its own name last). One instant has one, unless two
+    processes completed it (a clean executed twice by an earlier tidemark, or another writer's
+    doing): a copy left behind would keep an old instant active ahead of archived ones, and
+    readers take the archived commits after it for uncommitted."""
+    others = [n for n in names if n != inst.file_name and n.startswith(inst.requested_time)
+              and (i := parse_instant_file_name(n)) is not None and i.requested_time == inst.requested_time
+              and i.action is inst.action and i.state is State.COMPLETED]
+    return [*others, inst.file_name]
+
+
 def archive(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> ArchiveResult:
     """Archive what :func:`choose` allows. Call under the table lock."""
     chosen, why = choose(storage, timeline, config)
@@ -165,9 +177,11 @@ def archive(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> Arch
         for inst in chosen
     ]
     manifest = append(storage, records, batch=config.compaction_batch)
+    names = storage.list_names(TIMELINE_DIR)
     for inst in chosen:  # oldest first; within one instant, its completed file last
         for state in (State.REQUESTED, State.INFLIGHT):
             for name in _pending_names(inst, state):
                 storage.delete(f"{TIMELINE_DIR}/{name}")
-        storage.delete(f"{TIMELINE_DIR}/{inst.file_name}")
+        for name in _completed_names(names, inst):
+            storage.delete(f"{TIMELINE_DIR}/{name}")
     return ArchiveResult(tuple(chosen), manifest.version)

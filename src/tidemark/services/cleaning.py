@@ -3,8 +3,9 @@ primitives of :mod:`tidemark.recovery.clean`.
 
 The plan is made under the table lock (adopting the plans of dead cleaners first) and
 published as ``<t>.clean.requested``; the files are deleted outside the lock, concurrently
-with writers, each plan under its own heartbeat; a clean completes with one atomic
-create of its completed instant, which needs no lock.
+with writers, each plan under its own heartbeat; a clean completes under the lock (its
+metadata-table deltacommit and completed instant), unless another executor of the same plan
+completed it already (:func:`~tidemark.recovery.clean.execute_clean`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _Planned = tuple[list[ScheduledClean], str | None]  # the plans to execute, and 
 
 class CleanSteps(ServiceSteps[_Planned, list[CleanResult], CleanResult]):
     plan_purpose = "schedule a clean"
-    complete_purpose = None  # each plan completes with an atomic create of its instant
+    complete_purpose = None  # each plan completes as it is executed (execute_clean takes the lock)
 
     def __init__(self, protocol: CommitProtocol, config: WriteConfig, rolled_back: Sequence[RollbackResult]) -> None:
         self.protocol = protocol
@@ -41,7 +42,8 @@ class CleanSteps(ServiceSteps[_Planned, list[CleanResult], CleanResult]):
         return plan[0][-1].plan.instant_time if plan[0] else ""
 
     def execute(self, plan: _Planned) -> list[CleanResult]:
-        return [execute_clean(self.storage, scheduled) for scheduled in plan[0]]
+        return [execute_clean(self.storage, scheduled, lambda: self.protocol.lock.hold("complete a clean"))
+                for scheduled in plan[0]]
 
     def complete(self, plan: _Planned, result: list[CleanResult]) -> CleanResult:
         if not result:
