@@ -32,6 +32,7 @@ step: a reader listing mid-way sees some instants archived and the rest active.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tidemark.config.resolve import ArchiveConfig
@@ -152,7 +153,7 @@ def _plan_bytes(storage: Storage, inst: Instant) -> bytes | None:
     return None
 
 
-def _completed_names(names: list[str], inst: Instant) -> list[str]:
+def _completed_names(names: Iterable[str], inst: Instant) -> list[str]:
     """Every completed file of ``inst`` (its own name last). One instant has one, unless two
     processes completed it (a clean executed twice by an earlier tidemark, or another writer's
     doing): a copy left behind would keep an old instant active ahead of archived ones, and
@@ -177,7 +178,8 @@ def archive(storage: Storage, timeline: Timeline, config: ArchiveConfig) -> Arch
         for inst in chosen
     ]
     manifest = append(storage, records, batch=config.compaction_batch)
-    names = storage.list_names(TIMELINE_DIR)
+    # The listing the timeline was loaded from, when it was a plain load (no second LIST).
+    names = timeline.file_names if timeline.file_names is not None else storage.list_names(TIMELINE_DIR)
     for inst in chosen:  # oldest first; within one instant, its completed file last
         for state in (State.REQUESTED, State.INFLIGHT):
             for name in _pending_names(inst, state):
