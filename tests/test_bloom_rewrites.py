@@ -168,3 +168,78 @@ def test_a_spark_rewrite_carries_the_filter_of_its_keys(spark: Any, tmp_path: Pa
     assert (again.num_inserts, again.num_updates) == (0, 3_200)
     assert table.read().count() == 3_200
     _check_footers(tmp_path)
+
+
+def _file_keys(path: Path) -> tuple[pq.ParquetFile, list[str]]:
+    storage = LocalStorage(str(path))
+    (f,) = FileSystemView(storage, Timeline.load(storage)).latest_base_files()
+    stored = pq.ParquetFile(path / f.path)
+    return stored, stored.read(columns=["_hoodie_record_key"]).column(0).to_pylist()
+
+
+def _footer_filter(stored: pq.ParquetFile) -> str:
+    return stored.metadata.metadata[FOOTER_KEY.encode()].decode()
+
+
+def test_a_large_files_rewrite_hashes_only_its_new_keys_onto_the_stored_filter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file past one filter row (70,000 keys): its rewrite hashes only the keys it adds, and
+    the filter is Hudi's for the stored keys in their order, then the new ones. A delete leaves
+    a filter that still holds the deleted keys (never one that misses a key); the next rewrite
+    of that file builds its filter anew, from the keys it holds."""
+    hashed: list[int] = []
+    real_hash = FooterKeys._hash
+
+    def counted(keys: FooterKeys, piece: pa.Array) -> None:
+        hashed.append(len(piece))
+        real_hash(keys, piece)
+
+    monkeypatch.setattr(FooterKeys, "_hash", counted)
+    base = 70_000
+    table = tidemark.Table.create(str(tmp_path), spark=None, record_key="id", ordering_field="ts")
+    table.bulk_insert(_rows(list(range(base)), ts=10))
+    model = {r["id"]: r for r in _rows(list(range(base)), ts=10).to_pylist()}
+    before, stored_keys = _file_keys(tmp_path)
+    assert len(stored_keys) == base and len(BloomFilter.parse(_footer_filter(before)).rows) == 2
+    hashed.clear()
+
+    rng = random.Random(3)
+    touched = rng.sample(range(base), 4_000)
+    updates, stale = touched[:3_000], touched[3_000:]
+    new = list(range(base, base + 2_000))
+    batch = pa.concat_tables([_rows(updates, ts=20), _rows(new, ts=20), _rows(stale, ts=5)])
+    result = table.upsert(batch)
+    assert (result.num_inserts, result.num_updates) == (2_000, 3_000)
+    for r in batch.to_pylist():
+        if r["id"] not in model or model[r["id"]]["ts"] <= r["ts"]:
+            model[r["id"]] = r
+    assert sum(hashed) == 2_000  # only the new keys were hashed
+    after, keys = _file_keys(tmp_path)
+    assert sorted(keys) == sorted(model)
+    known = set(stored_keys)
+    added = [k for k in keys if k not in known]
+    assert _footer_filter(after) == BloomFilter.build(stored_keys + added).serialize()
+    assert BloomFilter.parse(_footer_filter(after)).might_contain(keys).all()
+
+    # A delete: the filter keeps every key it had (a superset), none is missed.
+    gone = rng.sample(sorted(model), 500)
+    table.delete(_rows([int(k[1:]) for k in gone], ts=30))
+    for k in gone:
+        model.pop(k)
+    deleted, keys = _file_keys(tmp_path)
+    assert sorted(keys) == sorted(model)
+    assert _footer_filter(deleted) == _footer_filter(after)
+    assert BloomFilter.parse(_footer_filter(deleted)).might_contain(keys).all()
+
+    # The next rewrite of that file builds anew: the filter is the one of its keys in file order.
+    hashed.clear()
+    again = table.upsert(_rows([int(k[1:]) for k in rng.sample(sorted(model), 100)], ts=40))
+    assert (again.num_inserts, again.num_updates) == (0, 100)
+    assert sum(hashed) == len(model)
+    assert _check_footers(tmp_path) == 1
+    every = _rows(sorted(int(k[1:]) for k in model), ts=50)
+    final = table.upsert(every)
+    assert (final.num_inserts, final.num_updates) == (0, every.num_rows)
+    got = table.read().select(["id"]).column(0).to_pylist()
+    assert sorted(got) == sorted(model)

@@ -134,14 +134,16 @@ class BloomBuilder:
 
     @classmethod
     def resuming(cls, stored: BloomFilter, count: int, total: int | None = None) -> BloomBuilder:
-        """A builder sized as ``stored`` (one row) that already holds ``stored``'s bits as the
-        filter of ``count`` keys added: keys added next land as they would after those.
-        ``total``: the keys it will hold in all, if known (only the rows those fill are made)."""
+        """A builder sized as ``stored`` that already holds ``stored``'s bits as the filter of
+        ``count`` keys added (:func:`counts_keys` must hold): keys added next land as they would
+        after those. ``total``: the keys it will hold in all, if known (only the rows those fill
+        are made)."""
         builder = cls(num_entries=stored.keys_per_row)
         rows = _fill_rows(stored.keys_per_row, builder._max_entries) if total is None else \
             _used_rows(total, stored.keys_per_row, builder._max_entries)[0]
-        builder._bits = np.zeros((rows, stored.vector_size), dtype=bool)
-        builder._bits[0] = stored.rows[0]
+        builder._bits = np.zeros((max(rows, len(stored.rows)), stored.vector_size), dtype=bool)
+        for i, bits in enumerate(stored.rows):
+            builder._bits[i] = bits
         builder._count = count
         return builder
 
@@ -423,24 +425,35 @@ def footer_entries(num_keys: int) -> int:
     return FOOTER_STEPS[bisect.bisect_left(FOOTER_STEPS, min(num_keys, DEFAULT_NUM_ENTRIES))]
 
 
-def with_added_keys(stored: BloomFilter, keys: pa.Array, total: int) -> BloomFilter | None:
-    """The filter of a file of ``total`` keys: every key ``stored`` was built from, plus ``keys``.
+def counts_keys(bloom: BloomFilter, count: int) -> bool:
+    """Whether ``bloom`` is sized and filled as the filter tidemark (and Hudi, from 60,000 keys
+    on) builds for ``count`` keys: its sizing is :func:`footer_entries` of ``count`` and its rows
+    and current-row count are those ``count`` keys fill. Only then do keys added to it land
+    where a build of all the keys in that order would put them (a filter that counts keys its
+    file no longer holds, or was sized otherwise, is built anew by a rewrite)."""
+    entries = footer_entries(count)
+    return (
+        bloom.keys_per_row == entries
+        and bloom.vector_size == bit_size(entries, DEFAULT_FPP)
+        and bloom.hashes == num_hashes(bloom.vector_size, entries)
+        and (len(bloom.rows), bloom.current_row_count) == _used_rows(count, entries, DEFAULT_MAX_ENTRIES)
+    )
 
-    The same filter (the same bytes) as a build of the file's keys anew, at the cost of hashing
-    only ``keys``: in a one-row filter a key's bits do not depend on its place in the file. None
-    when that does not hold (``stored`` is not one row of the sizing tidemark gives ``total``
-    keys, or ``total`` keys need more than one row): then build the filter from all the keys.
+
+def with_added_keys(stored: BloomFilter, keys: pa.Array, total: int) -> BloomFilter | None:
+    """The filter of a file of ``total`` keys: the ``total - len(keys)`` keys ``stored`` was built
+    from (in their order), then ``keys``; hashing only ``keys``.
+
+    Byte for byte the filter Hudi builds when it adds the stored keys and then ``keys`` (as its
+    merge of a file writes them). In a one-row filter a key's bits do not depend on its place,
+    so that is also the build of the file's keys in any order. None when ``stored`` does not
+    :func:`count <counts_keys>` its keys, or ``total`` keys take another sizing: then build
+    the filter from all the keys.
     """
-    entries = footer_entries(total)
-    if (
-        len(stored.rows) != 1
-        or total > entries
-        or stored.keys_per_row != entries
-        or stored.vector_size != bit_size(entries, DEFAULT_FPP)
-        or stored.hashes != num_hashes(stored.vector_size, entries)
-    ):
+    count = total - len(keys)
+    if not counts_keys(stored, count) or footer_entries(total) != stored.keys_per_row:
         return None
-    builder = BloomBuilder.resuming(stored, total - len(keys), total)
+    builder = BloomBuilder.resuming(stored, count, total)
     builder.add(keys)
     return builder.build()
 

@@ -24,6 +24,7 @@ from tidemark.format.bloom import (
     BloomBuilder,
     BloomFilter,
     BloomFilterError,
+    counts_keys,
     footer_metadata,
     range_footer,
     with_added_keys,
@@ -192,16 +193,18 @@ class StoredFilter:
 
 def stored_filter(metadata: pq.FileMetaData) -> StoredFilter | None:
     """The bloom filter of a base file from its parquet metadata; None when it has none, or one
-    that cannot be carried into a rewrite (not one row, unreadable: the rewrite builds anew)."""
+    that cannot be carried into a rewrite (unreadable, or not the filter of the file's row count
+    in tidemark's and Hudi's sizing, :func:`~tidemark.format.bloom.counts_keys`: the rewrite
+    builds anew)."""
     kv = metadata.metadata or {}
     text = kv.get(FOOTER_KEY.encode())
-    if text is None or metadata.num_rows > DEFAULT_NUM_ENTRIES:
+    if text is None:
         return None
     try:
         bloom = BloomFilter.parse(text, kv.get(TYPE_CODE_KEY.encode(), b"").decode())
     except BloomFilterError:
         return None
-    return StoredFilter(bloom, metadata.num_rows) if len(bloom.rows) == 1 else None
+    return StoredFilter(bloom, metadata.num_rows) if counts_keys(bloom, metadata.num_rows) else None
 
 
 class FooterKeys:
@@ -211,12 +214,21 @@ class FooterKeys:
     two when the write has a core to spare): numpy and pyarrow release the GIL, so hashing
     overlaps with encoding the rows.
 
-    ``stored``: the filter of the base file a rewrite replaces (:func:`stored_filter`). The keys
-    the caller marks as stored are then kept, not hashed; at close, when every stored key was
-    written again and the file's sizing is the stored filter's, the filter is the stored one
-    with the new keys added (:func:`~tidemark.format.bloom.with_added_keys`: the same bytes, a
-    fraction of the hashing); otherwise it is built from the kept keys. A file that grows past
-    one filter row stops keeping keys and hashes them as they come.
+    ``stored``: the filter of the base file a rewrite replaces (:func:`stored_filter`); the
+    caller marks which keys it writes are the stored file's. Then only the other keys are
+    hashed, onto the stored filter:
+
+    * a stored file of 60,000 keys or more (the sizing no longer depends on the count): the new
+      keys are hashed as they come, placed after the stored ones; the filter is the one Hudi
+      builds for the stored keys in their order, then the new ones (as its merge writes them).
+      If the rewrite drops stored keys (deletes), the filter still holds them: no key is ever
+      missed, a dropped one only tests positive; its count then differs from the file's rows,
+      so the file's next rewrite builds its filter anew.
+    * a smaller one: the keys are kept, not hashed; at close, when every stored key was written
+      again and the file's sizing is the stored filter's, the filter is the stored one with the
+      new keys added (:func:`~tidemark.format.bloom.with_added_keys`: the same bytes as a build
+      of the file's keys, a fraction of the hashing); otherwise it is built from the kept keys.
+      A file that grows past one filter row stops keeping keys and hashes them as they come.
     """
 
     def __init__(self, spec: WriteSpec, stored: StoredFilter | None = None) -> None:
@@ -231,6 +243,12 @@ class FooterKeys:
         self._hasher: ThreadPoolExecutor | None = None
         self._hashing: list[Future[None]] = []
         self._stored = stored if spec.bloom_filter else None
+        # A large stored filter takes the new keys as they come (nothing kept: see the class).
+        self._streaming = self._stored is not None and self._stored.keys >= DEFAULT_NUM_ENTRIES
+        if self._streaming:
+            assert self._stored is not None
+            self._bloom = BloomBuilder.resuming(self._stored.bloom, self._stored.keys)
+            self._stored = None
         self._kept: list[tuple[pa.Array, int]] = []  # while carrying: (keys, how many lead ones are stored)
         self._kept_count = 0
 
@@ -249,6 +267,10 @@ class FooterKeys:
         if self._bloom is None:
             return
         whole = keys.combine_chunks()
+        if self._streaming:  # the stored keys are in the stored filter already
+            if stored_rows < len(whole):
+                self._hash(whole.slice(stored_rows))
+            return
         if self._stored is not None:
             self._kept.append((whole, stored_rows))
             self._kept_count += len(whole)
