@@ -31,11 +31,12 @@ def test_found_in_file_gives_every_batch_position_and_file_row_of_a_stored_key(t
     pq.write_table(pa.table({RECORD_KEY: pa.array(stored, pa.string())}), tmp_path / "f.parquet")
     probe = [f"k{rng.randrange(3000)}" for _ in range(rng.choice([1, 300, 1500]))]  # repeats: no dedup
     view = SimpleNamespace(storage=LocalStorage(str(tmp_path)))
-    positions, rows = _found_in_file(view, "f.parquet", pa.array(probe, pa.string()))  # type: ignore[arg-type]
+    positions, rows, keys = _found_in_file(view, "f.parquet", pa.array(probe, pa.string()))  # type: ignore[arg-type]
     held = set(stored)
     asked = set(probe)
     assert positions.tolist() == [i for i, k in enumerate(probe) if k in held]
     assert rows.tolist() == [i for i, k in enumerate(stored) if k in asked]
+    assert keys.to_pylist() == stored  # every stored key, in file order: a rewrite may take them
 
 
 def test_iter_data_file_reads_as_the_schema_says(tmp_path: Path) -> None:
@@ -136,12 +137,27 @@ def _file_group_rows(ids: list[int], v: str) -> pa.Table:
 
 
 @pytest.mark.parametrize("extra", [0, 3, 1])
-def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(tmp_path: Path, extra: int) -> None:
+@pytest.mark.parametrize("keys", ["kept", "none", "stale"])
+def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra: int, keys: str
+) -> None:
     """``touched_rows`` may name more stored rows than the batch holds keys of (every third row,
     every row): those stay as they are, written after the other untouched rows; the records
-    written are the probing rewrite's, and in its order when the positions are exact."""
+    written are the probing rewrite's, and in its order when the positions are exact. Given the
+    stored keys as well, the rewrite does not decode the key column and writes the same; keys
+    that are not the file's (another count) are not used."""
     schema = pa.schema([pa.field(c, pa.string()) for c in META_COLUMNS] + [("id", pa.int64()), ("v", pa.string())])
     stored_ids = list(range(0, 400_000, 2))  # more than one streamed slice
+    all_keys = pa.array([str(i) for i in stored_ids], pa.string())
+    given = {"kept": all_keys, "none": None, "stale": all_keys.slice(1)}[keys]
+    read_key_column: list[bool] = []
+    real_iter = iter_data_file
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        read_key_column.append(RECORD_KEY in kwargs["schema"].names)
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
     outputs = []
     for touched in (False, True):
         base = tmp_path / str(touched)
@@ -154,11 +170,47 @@ def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(t
             positions = np.union1d(positions, np.arange(0, len(stored_ids), extra))
         stat = write_file_group(WriteSpec(str(base), "20260101000000001", schema, (), "snappy", 1 << 30),
                                 _file_group_rows(batch, "b"), partition_path="", file_id="fg", base_file=first.path,
-                                token="0-0-0", task_partition=0, touched_rows=positions if touched else None)
+                                token="0-0-0", task_partition=0, touched_rows=positions if touched else None,
+                                stored_keys=given if touched else None)
         assert (stat.num_updates, stat.num_inserts, stat.num_writes) == (3, 2, len(stored_ids) + 2)
         outputs.append(pq.read_table(base / stat.path))
+    assert read_key_column == [True, keys != "kept"]
     if extra:  # the same records; the extra stored rows come after the streamed ones
         outputs = [o.sort_by(RECORD_KEY) for o in outputs]
     assert outputs[0].equals(outputs[1])
     values = dict(zip(outputs[1].column("id").to_pylist(), outputs[1].column("v").to_pylist(), strict=True))
     assert values[4] == "b4" and values[6] == "a6" and values[1_001] == "b1001"
+
+
+def test_the_index_lookup_hands_the_keys_it_read_to_the_rewrites_within_a_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The keys the lookup decoded go to the rewrites of the files they came from (no second
+    decoding) while they fit the budget; past it the rewrite decodes them. Either way the table
+    is the model and hudi-rs agrees."""
+    from tidemark.engines.arrow import index
+
+    path = str(tmp_path / "t")
+    table = Table.create(path, spark=None, record_key="id", ordering_field="ts", partition_by=["region"])
+    table.bulk_insert(_rows(list(range(3000)), 0))
+    model = {i: f"v0-{i}" for i in range(3000)}
+    read_key_column: list[bool] = []
+    real_iter = iter_data_file
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        read_key_column.append(RECORD_KEY in kwargs["schema"].names)
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
+    one_file_keys = 1000 * (4 + len("1000")) + 8  # a partition's 1,000 keys as strings, and a little
+    for version, budget in ((1, index.KEPT_KEY_BYTES), (2, one_file_keys), (3, 0)):
+        monkeypatch.setattr(index, "KEPT_KEY_BYTES", budget)
+        read_key_column.clear()
+        batch = list(range(version, 3000, 7)) + [5000 + version]
+        table.upsert(_rows(batch, version))
+        model.update({i: f"v{version}-{i}" for i in batch})
+        assert sorted(read_key_column) == {1: [False] * 3, 2: [False, True, True], 3: [True] * 3}[version]
+        got = table.read().select(["id", "value"]).to_pylist()
+        assert len(got) == len(model) and {r["id"]: r["value"] for r in got} == model
+    rs = hudi_rs_read(path).select(["id", "value"]).to_pylist()
+    assert len(rs) == len(model) and {r["id"]: r["value"] for r in rs} == model

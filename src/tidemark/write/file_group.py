@@ -133,6 +133,7 @@ def write_file_group(
     token: str,
     task_partition: int,
     touched_rows: np.ndarray | None = None,
+    stored_keys: pa.Array | None = None,
 ) -> WriteStat:
     """Write the next version of one file group and return its statistics.
 
@@ -141,7 +142,9 @@ def write_file_group(
     is the table-relative path of the current version, or None for a new group.
     ``touched_rows``, if the caller knows them (the Arrow engine's index lookup read the
     file's keys): the ascending positions of the base file's rows whose keys the batch may
-    hold (a superset is fine), so that each slice of it is not probed with the batch's keys.
+    hold (a superset is fine), so that each slice of it is not probed with the batch's keys;
+    ``stored_keys``, if it kept them: every record key of the base file in file order (strings),
+    which the rewrite then does not decode again.
     """
     if spec.log_schema is not None and base_file is not None:
         return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
@@ -181,6 +184,10 @@ def write_file_group(
             # The per-file meta columns (commit time, partition path) read as the dictionaries the
             # file stores them as: the untouched rows go to the writer without a string decoded.
             read_schema = out.schema.remove(name_at)
+            key_at = read_schema.get_field_index(RECORD_KEY)
+            assert metadata is not None  # read with the base file
+            if stored_keys is not None and (len(stored_keys) != metadata.num_rows or stored_keys.type != pa.string()):
+                stored_keys = None  # not this file's keys as the rewrite reads them: decoded after all
             batch_keys = incoming.column(RECORD_KEY).combine_chunks()
 
             def as_written(rows: pa.Table) -> pa.Table:
@@ -190,8 +197,11 @@ def write_file_group(
 
             touched_pieces = []
             first_row = 0
-            for piece in iter_data_file(source, path=base_file, schema=read_schema, batch_size=STREAM_ROWS,
-                                        metadata=metadata):
+            for piece in iter_data_file(source, path=base_file, batch_size=STREAM_ROWS, metadata=metadata,
+                                        schema=read_schema if stored_keys is None else read_schema.remove(key_at)):
+                if stored_keys is not None:
+                    piece = piece.add_column(key_at, read_schema.field(key_at),
+                                             stored_keys.slice(first_row, piece.num_rows))
                 if touched_rows is None:
                     hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
                 else:  # the known positions of this slice: no hash table of the batch's keys per slice

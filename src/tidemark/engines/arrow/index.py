@@ -6,8 +6,10 @@ file of a partition the batch names; every file for a batch without partition pa
 by its footer (key range, bloom filter) against the batch's keys of its partition; unless that
 rules them all out, its stored keys are read and probed, the files side by side on the write
 threads. The positions of the file's rows that the batch holds come back too, so that the
-file's rewrite need not probe its keys again (:attr:`Lookup.touched`). A key found stored in two
-files (a damaged table) is tagged as a join would: one row per file.
+file's rewrite need not probe its keys again (:attr:`Lookup.touched`), and, for files small
+enough to be rewritten side by side (up to a budget in all), the keys read, so that the
+rewrite need not decode its record-key column again. A key found stored in two files (a
+damaged table) is tagged as a join would: one row per file.
 
 (The Spark engine may locate keys by the footers alone, reading no key:
 :func:`tidemark.engines.spark.bloom_index.tag_by_footers`. Here that was measured to cost as
@@ -27,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tidemark.engines.arrow.keys import rows_by_code
-from tidemark.engines.arrow.tasks import WriteTasks, write_threads
+from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.format.parquet_file import read_data_file
 from tidemark.fsview import BaseFile, FileSystemView
@@ -36,15 +38,27 @@ from tidemark.write.key_pruning import MAY_HOLD, footer_verdict, read_footer
 
 _SEQ = "_tm_seq"
 
+# Record keys read by the lookup kept for the rewrites, in all (bytes of the decoded keys):
+# beyond it (and for a file large enough to be rewritten alone) the rewrite decodes them again.
+KEPT_KEY_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FileKeys:
+    """What reading one base file's record keys found."""
+
+    path: str  # the base file's (table-relative) path
+    rows: np.ndarray  # the ascending positions of its rows that hold the batch's keys
+    keys: pa.Array | None = None  # all of its record keys in file order, if kept for the rewrite
+
 
 @dataclass
 class Lookup:
     """A batch tagged by :func:`tag`."""
 
     tagged: pa.Table  # the batch with each row's file id (null: a new key), and the partition path if it had none
-    # What reading a file's keys found, by (partition path, file id): (the file's path, the
-    # ascending positions of its rows that hold the batch's keys).
-    touched: dict[tuple[str, str], tuple[str, np.ndarray]] = field(default_factory=dict)
+    # What reading a file's keys found, by (partition path, file id).
+    touched: dict[tuple[str, str], FileKeys] = field(default_factory=dict)
 
 
 def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) -> Lookup:
@@ -60,7 +74,7 @@ def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) 
         rows_of = _rows_by_code(encoded)
     files = view.latest_base_files(sorted(rows_of) if by_partition else None)
     owner = np.full(n, -1, dtype=np.int64)  # each row's index in ``files``; -1: no file holds it
-    touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
+    touched: dict[tuple[str, str], FileKeys] = {}
     probed = [(i, f, rows_of.get(f.partition_path)) for i, f in enumerate(files)]
     probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
     probes = tasks.run(
@@ -69,12 +83,17 @@ def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) 
     )
     # A file whose footer ruled every key out was not read (None).
     read = [(i, f, rows, found) for (i, f, rows), found in zip(probed, probes, strict=True) if found is not None]
-    for i, f, rows, (hit, stored_rows) in read:
+    budget = KEPT_KEY_BYTES
+    for i, f, rows, (hit, stored_rows, stored_keys) in read:
         where = hit if rows is None else rows[hit]
         if (owner[where] >= 0).any():  # a key stored in two files
             return Lookup(_tag_by_join(frame, [f for _, f, _, _ in read], view, by_partition))
         owner[where] = i
-        touched[(f.partition_path, f.file_id)] = (f.path, stored_rows)
+        # Kept only for a file some of whose keys the batch holds (it will be rewritten) and
+        # that is rewritten beside others: a large file's rewrite holds memory enough already.
+        keep = len(stored_rows) > 0 and not runs_alone(f.size) and stored_keys.nbytes <= budget
+        budget -= stored_keys.nbytes if keep else 0
+        touched[(f.partition_path, f.file_id)] = FileKeys(f.path, stored_rows, stored_keys if keep else None)
     pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
     return Lookup(_with_owners(frame, files, owner, by_partition), touched)
 
@@ -119,7 +138,7 @@ def _tag_by_join(frame: pa.Table, files: Sequence[BaseFile], view: FileSystemVie
 
 def _probe_file(
     view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray] | None:
+) -> tuple[np.ndarray, np.ndarray, pa.Array] | None:
     """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them); None
     when the file's footer rules every one of them out (the file is not read)."""
     probe = keys if rows is None else keys.take(pa.array(rows))
@@ -137,9 +156,9 @@ def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
 
 def _found_in_file(
     view: FileSystemView, path: str, probe: pa.Array, footer: pq.FileMetaData | None = None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The positions of ``probe``'s keys that the base file at ``path`` holds, and the positions
-    of the file's rows that hold them (both ascending).
+) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """The positions of ``probe``'s keys that the base file at ``path`` holds, the positions
+    of the file's rows that hold them (both ascending), and the file's keys.
 
     The hash table is built on the smaller side (inserting a million stored keys into a hash
     table costs ~4x looking them up), usually the batch's keys, which the file's keys probe.
@@ -150,15 +169,15 @@ def _found_in_file(
     if len(keys) < len(probe):  # a small file: its keys are the table, the batch's probe them
         hit = np.flatnonzero(pc.is_in(probe, value_set=keys).to_numpy(zero_copy_only=False))
         found_keys = probe.take(pa.array(hit))
-        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False))
+        return hit, np.flatnonzero(pc.is_in(keys, value_set=found_keys).to_numpy(zero_copy_only=False)), keys
     at = pc.index_in(keys, value_set=probe)
     stored_rows = np.flatnonzero(at.is_valid().to_numpy(zero_copy_only=False))
     first = np.unique(at.drop_null().to_numpy())  # the first position in ``probe`` of each key found
     if len(first) == 0:
-        return first.astype(np.int64), stored_rows
+        return first.astype(np.int64), stored_rows, keys
     # Every position of those keys (a batch that was not deduplicated may hold a key twice).
     found = pc.is_in(probe, value_set=probe.take(pa.array(first)))
-    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows
+    return np.flatnonzero(found.to_numpy(zero_copy_only=False)), stored_rows, keys
 
 
-__all__ = ["Lookup", "tag"]
+__all__ = ["FileKeys", "Lookup", "tag"]

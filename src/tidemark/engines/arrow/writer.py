@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark.engines.arrow.index import FileKeys
 from tidemark.engines.arrow.index import tag as tag_keys
 from tidemark.engines.arrow.keys import (
     PartitionPaths,
@@ -101,9 +102,9 @@ class ArrowWritePipeline:
         self.user_schema = user_schema
         self.threads = threads  # > 0: at most this many file groups written at once (else one per core)
         self._tasks = WriteTasks()
-        # What the index lookup learnt of the files whose keys it read: (its path, the positions
-        # of its rows whose keys the batch holds), so its rewrite need not probe them again.
-        self._touched: dict[tuple[str, str], tuple[str, np.ndarray]] = {}
+        # What the index lookup learnt of the files whose keys it read (the positions of the rows
+        # whose keys the batch holds, maybe the keys), so that their rewrites need not again.
+        self._touched: dict[tuple[str, str], FileKeys] = {}
         # The partition paths prepare() computed, as (the column it appended, their codes): a
         # bulk_insert of that very column groups its rows by the codes, not by hashing it again.
         self._paths: tuple[pa.Array, PartitionPaths] | None = None
@@ -336,10 +337,12 @@ class ArrowWritePipeline:
         base_file: str | None, task: int,
     ) -> WriteStat:
         group = rows.take(positions)  # taken when the task starts: one group in memory per thread
+        known = self._known_keys(partition, file_id, base_file)
         stat = write_file_group(
             spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
             token=write_token(task, 0, task), task_partition=task,
-            touched_rows=self._touched_rows(partition, file_id, base_file),
+            touched_rows=known.rows if known is not None else None,
+            stored_keys=known.keys if known is not None else None,
         )
         del group
         pa.default_memory_pool().release_unused()  # the group's pages back to the system
@@ -382,11 +385,12 @@ class ArrowWritePipeline:
         same = buffer_identity(frame.column(PARTITION_PATH)) == buffer_identity(pa.chunked_array([made]))
         return paths if same else None
 
-    def _touched_rows(self, partition: str, file_id: str, base_file: str | None) -> np.ndarray | None:
-        """The rows of the base file that hold the batch's keys, as the index lookup found them (if
-        it read this very file): the rewrite then need not probe each slice of it again."""
+    def _known_keys(self, partition: str, file_id: str, base_file: str | None) -> FileKeys | None:
+        """What the index lookup found reading the keys of the base file (if it read this very
+        file): the rows that hold the batch's keys, maybe all of its keys; the rewrite then need
+        not probe each slice of it again, nor decode its keys."""
         known = self._touched.get((partition, file_id))
-        return known[1] if known is not None and base_file is not None and known[0] == base_file else None
+        return known if known is not None and base_file is not None and known.path == base_file else None
 
 
 BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
