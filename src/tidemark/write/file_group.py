@@ -170,10 +170,10 @@ def write_file_group(
         source = storage.open_input(base_file)
         metadata = read_file_metadata(source, path=base_file)
     output = storage.open_output(rel_path)
-    # The base file's bloom filter comes along: only the keys this write adds get hashed.
-    stored = stored_filter(metadata) if metadata is not None and spec.bloom_filter else None
+    # The base file's bloom filter comes along: only the keys this write adds get hashed. (Not
+    # held here: the writer keeps what it needs of it, a large filter's bits only once.)
     with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
-                        stored=stored) as out:
+                        stored=stored_filter(metadata) if metadata is not None and spec.bloom_filter else None) as out:
         if base_file is not None:
             prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
             # The stored rows stream through in slices: the ones the batch does not touch go
