@@ -19,8 +19,10 @@ from tidemark import Table
 from tidemark.engines.arrow.index import _found_in_file
 from tidemark.format.names import META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.format.parquet_file import iter_data_file
+from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN
 from tidemark.storage.local import LocalStorage
+from tidemark.timeline import Timeline
 from tidemark.write.file_group import WriteSpec, write_file_group
 
 
@@ -185,9 +187,9 @@ def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(
 def test_the_index_lookup_hands_the_keys_it_read_to_the_rewrites_within_a_budget(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The keys the lookup decoded go to the rewrites of the files they came from (no second
-    decoding) while they fit the budget; past it the rewrite decodes them. Either way the table
-    is the model and hudi-rs agrees."""
+    """The keys the lookup decoded (and the footer it read) go to the rewrites of the files they
+    came from (no second decoding) while they fit the budget; past it the rewrite decodes them.
+    Either way the table is the model and hudi-rs agrees."""
     from tidemark.engines.arrow import index
 
     path = str(tmp_path / "t")
@@ -202,8 +204,12 @@ def test_the_index_lookup_hands_the_keys_it_read_to_the_rewrites_within_a_budget
         return real_iter(*args, **kwargs)
 
     monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
-    one_file_keys = 1000 * (4 + len("1000")) + 8  # a partition's 1,000 keys as strings, and a little
-    for version, budget in ((1, index.KEPT_KEY_BYTES), (2, one_file_keys), (3, 0)):
+    for version, budget in ((1, index.KEPT_KEY_BYTES), (2, -1), (3, 0)):
+        if budget < 0:  # room for what the lookup keeps of the largest latest file: its keys and footer
+            storage = LocalStorage(path)
+            latest = FileSystemView(storage, Timeline.load(storage)).latest_base_files()
+            budget = max(pq.read_table(Path(path) / f.path, columns=[RECORD_KEY]).column(0).combine_chunks().nbytes
+                         + pq.read_metadata(Path(path) / f.path).serialized_size for f in latest)
         monkeypatch.setattr(index, "KEPT_KEY_BYTES", budget)
         read_key_column.clear()
         batch = list(range(version, 3000, 7)) + [5000 + version]

@@ -134,6 +134,7 @@ def write_file_group(
     task_partition: int,
     touched_rows: np.ndarray | None = None,
     stored_keys: pa.Array | None = None,
+    base_footer: pq.FileMetaData | None = None,
 ) -> WriteStat:
     """Write the next version of one file group and return its statistics.
 
@@ -144,7 +145,8 @@ def write_file_group(
     file's keys): the ascending positions of the base file's rows whose keys the batch may
     hold (a superset is fine), so that each slice of it is not probed with the batch's keys;
     ``stored_keys``, if it kept them: every record key of the base file in file order (strings),
-    which the rewrite then does not decode again.
+    which the rewrite then does not decode again; ``base_footer``: the base file's parquet
+    footer, if the caller read it (not read again).
     """
     if spec.log_schema is not None and base_file is not None:
         return append_log_file(spec, incoming, partition_path=partition_path, file_id=file_id,
@@ -168,7 +170,7 @@ def write_file_group(
     source = metadata = None
     if base_file is not None:
         source = storage.open_input(base_file)
-        metadata = read_file_metadata(source, path=base_file)
+        metadata = base_footer if base_footer is not None else read_file_metadata(source, path=base_file)
     output = storage.open_output(rel_path)
     # The base file's bloom filter comes along: only the keys this write adds get hashed. (Not
     # held here: the writer keeps what it needs of it, a large filter's bits only once.)

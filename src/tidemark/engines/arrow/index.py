@@ -50,6 +50,7 @@ class FileKeys:
     path: str  # the base file's (table-relative) path
     rows: np.ndarray  # the ascending positions of its rows that hold the batch's keys
     keys: pa.Array | None = None  # all of its record keys in file order, if kept for the rewrite
+    footer: pq.FileMetaData | None = None  # its parquet footer, kept with the keys
 
 
 @dataclass
@@ -84,16 +85,19 @@ def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) 
     # A file whose footer ruled every key out was not read (None).
     read = [(i, f, rows, found) for (i, f, rows), found in zip(probed, probes, strict=True) if found is not None]
     budget = KEPT_KEY_BYTES
-    for i, f, rows, (hit, stored_rows, stored_keys) in read:
+    for i, f, rows, (hit, stored_rows, stored_keys, footer) in read:
         where = hit if rows is None else rows[hit]
         if (owner[where] >= 0).any():  # a key stored in two files
             return Lookup(_tag_by_join(frame, [f for _, f, _, _ in read], view, by_partition))
         owner[where] = i
         # Kept only for a file some of whose keys the batch holds (it will be rewritten) and
         # that is rewritten beside others: a large file's rewrite holds memory enough already.
-        keep = len(stored_rows) > 0 and not runs_alone(f.size) and stored_keys.nbytes <= budget
-        budget -= stored_keys.nbytes if keep else 0
-        touched[(f.partition_path, f.file_id)] = FileKeys(f.path, stored_rows, stored_keys if keep else None)
+        # Its footer too (the rewrite does not read it again), counted in: it holds the filter.
+        size = stored_keys.nbytes + (footer.serialized_size if footer is not None else 0)
+        keep = len(stored_rows) > 0 and not runs_alone(f.size) and size <= budget
+        budget -= size if keep else 0
+        touched[(f.partition_path, f.file_id)] = FileKeys(
+            f.path, stored_rows, stored_keys if keep else None, footer if keep else None)
     pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
     return Lookup(_with_owners(frame, files, owner, by_partition), touched)
 
@@ -138,14 +142,14 @@ def _tag_by_join(frame: pa.Table, files: Sequence[BaseFile], view: FileSystemVie
 
 def _probe_file(
     view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, pa.Array] | None:
-    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them); None
-    when the file's footer rules every one of them out (the file is not read)."""
+) -> tuple[np.ndarray, np.ndarray, pa.Array, pq.FileMetaData | None] | None:
+    """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them), and the
+    file's footer; None when the footer rules every one of them out (the file is not read)."""
     probe = keys if rows is None else keys.take(pa.array(rows))
     footer = read_footer(view.storage, f)
     if footer is not None and footer_verdict(footer, probe) != MAY_HOLD:
         return None
-    return _found_in_file(view, f.path, probe, footer)
+    return (*_found_in_file(view, f.path, probe, footer), footer)
 
 
 def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:

@@ -343,6 +343,7 @@ class ArrowWritePipeline:
             token=write_token(task, 0, task), task_partition=task,
             touched_rows=known.rows if known is not None else None,
             stored_keys=known.keys if known is not None else None,
+            base_footer=known.footer if known is not None else None,
         )
         del group
         pa.default_memory_pool().release_unused()  # the group's pages back to the system
