@@ -11,8 +11,10 @@ For each shape of ``bench_shapes.py`` (1M rows; the 10 % upsert batch), three si
   file order), with tidemark's writer options and Hudi's footer (the key range and the bloom
   filter of every key, hashed on a thread of its own beside the encoding), on one thread per
   core. For an upsert, the floor also decodes every base file the upsert rewrites (all of its
-  columns, as a copy-on-write rewrite must to carry its untouched rows). Nothing else: no
-  partitioning or ordering of the batch, no index lookup, no merge, no markers, no timeline.
+  columns, as a copy-on-write rewrite must to carry its untouched rows), and its filter is the
+  replaced file's with the new keys hashed onto it, as tidemark's rewrite makes it (the keys
+  that are new are known beforehand). Nothing else: no partitioning or ordering of the batch,
+  no index lookup, no merge, no markers, no timeline.
 
 The floor is what no pyarrow-based writer of the same Hudi files can go below; ``floor/delta``
 above 1 proves a target out of reach on that shape (with this file layout), and ``tidemark/floor``
@@ -76,6 +78,14 @@ class HudiFiles:
             "write_statistics": [n for n, c in zip(names, chunks, strict=True) if c.statistics is not None],
         }
         self.row_group_rows = max(meta.row_group(g).num_rows for g in range(meta.num_row_groups))
+        # Each rewritten file's keys that the file it replaces does not hold (in file order).
+        self.new_keys = []
+        for table, old in zip(self.tables, rewritten, strict=False):
+            import pyarrow.compute as pc
+
+            keys = table.column("_hoodie_record_key").combine_chunks()
+            stored = pq.read_table(old, columns=["_hoodie_record_key"]).column(0).combine_chunks()
+            self.new_keys.append(keys.filter(pc.invert(pc.is_in(keys, value_set=stored))))
 
     def write(self, out: str, threads: int) -> None:
         import pyarrow.parquet as pq
@@ -91,7 +101,9 @@ class HudiFiles:
                         batch_size=65_536, use_threads=False):
                     pass
             rows = self.tables[i]
-            footer = hashing.submit(footer_metadata, rows.column("_hoodie_record_key").combine_chunks())
+            keys = rows.column("_hoodie_record_key").combine_chunks()
+            footer = hashing.submit(footer_metadata, keys) if i >= len(self.rewritten) else \
+                hashing.submit(carried_footer, self.rewritten[i], keys, self.new_keys[i])
             with pq.ParquetWriter(os.path.join(out, f"{i}.parquet"), rows.schema, **self.options) as writer:
                 writer.write_table(rows, row_group_size=self.row_group_rows)
                 writer.add_key_value_metadata(footer.result())
@@ -101,6 +113,29 @@ class HudiFiles:
                 list(pool.map(one, range(len(self.tables))))
         finally:
             hashing.shutdown()
+
+
+def carried_footer(replaced: str, keys: Any, new_keys: Any) -> dict[str, str]:
+    """The footer of a rewritten file holding ``keys``: the filter of the file it replaces
+    with ``new_keys`` hashed onto it, as tidemark's rewrite carries it (a filter that does not
+    carry over is built from every key, as there)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from tidemark.format.bloom import DEFAULT_NUM_ENTRIES, BloomBuilder, footer_metadata, range_footer, with_added_keys
+    from tidemark.write.footer import stored_filter
+
+    stored = stored_filter(pq.read_metadata(replaced))
+    if stored is None:
+        return footer_metadata(keys)
+    bounds = pc.min_max(keys)
+    if stored.keys >= DEFAULT_NUM_ENTRIES:
+        builder = BloomBuilder.resuming(stored.bloom, stored.keys)
+        builder.add(new_keys)
+        return range_footer(bounds["min"].as_py(), bounds["max"].as_py(), builder.build())
+    carried = with_added_keys(stored.bloom, new_keys, len(keys))
+    return footer_metadata(keys) if carried is None else \
+        range_footer(bounds["min"].as_py(), bounds["max"].as_py(), carried)
 
 
 def measure(fn: Callable[[], Any]) -> tuple[float, float]:

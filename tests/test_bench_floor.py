@@ -58,5 +58,7 @@ def test_the_floor_writes_tidemarks_files_again(tmp_path: Path) -> None:
         assert footer[MAX_KEY_KEY.encode()].decode() == max(keys.to_pylist())
         bloom = BloomFilter.parse(footer[FOOTER_KEY.encode()], footer[TYPE_CODE_KEY.encode()].decode())
         assert bloom.might_contain(keys).all()
+        # The filter carried over from the replaced file, as tidemark's rewrite carries it: the same bytes.
+        assert footer[FOOTER_KEY.encode()] == pq.read_metadata(ours).metadata[FOOTER_KEY.encode()]
     # The per-file constant meta columns reach the writer as dictionaries, as tidemark gives them.
     assert all(pa.types.is_dictionary(files.tables[0].schema.field(name).type) for name in DICTIONARY_META)
