@@ -11,7 +11,8 @@ For each shape of ``bench_shapes.py`` (1M rows; the 10 % upsert batch), three si
   file order), with tidemark's writer options and Hudi's footer (the key range and the bloom
   filter of every key, hashed on a thread of its own beside the encoding), on one thread per
   core. For an upsert, the floor also decodes every base file the upsert rewrites (all of its
-  columns, as a copy-on-write rewrite must to carry its untouched rows), and its filter is the
+  columns, as a copy-on-write rewrite must to carry its untouched rows; beside the encoding, as a
+  rewrite that streams the stored file overlaps them), and its filter is the
   replaced file's with the new keys hashed onto it, as tidemark's rewrite makes it (the keys
   that are new are known beforehand). Nothing else: no partitioning or ordering of the batch,
   no index lookup, no merge, no markers, no timeline.
@@ -94,12 +95,17 @@ class HudiFiles:
 
         os.makedirs(out, exist_ok=True)
         hashing = ThreadPoolExecutor(max_workers=threads)
+        decoding = ThreadPoolExecutor(max_workers=threads)
+
+        def decode(i: int) -> None:
+            for _ in pq.ParquetFile(self.rewritten[i], read_dictionary=DICTIONARY_META[:2]).iter_batches(
+                    batch_size=65_536, use_threads=False):
+                pass
 
         def one(i: int) -> None:
-            if i < len(self.rewritten):  # the stored rows a copy-on-write rewrite carries over
-                for _ in pq.ParquetFile(self.rewritten[i], read_dictionary=DICTIONARY_META[:2]).iter_batches(
-                        batch_size=65_536, use_threads=False):
-                    pass
+            # The stored rows a copy-on-write rewrite carries over are decoded beside the encoding
+            # (a rewrite streams them: its slices are decoded while the previous ones encode).
+            decoded = decoding.submit(decode, i) if i < len(self.rewritten) else None
             rows = self.tables[i]
             keys = rows.column("_hoodie_record_key").combine_chunks()
             footer = hashing.submit(footer_metadata, keys) if i >= len(self.rewritten) else \
@@ -107,12 +113,15 @@ class HudiFiles:
             with pq.ParquetWriter(os.path.join(out, f"{i}.parquet"), rows.schema, **self.options) as writer:
                 writer.write_table(rows, row_group_size=self.row_group_rows)
                 writer.add_key_value_metadata(footer.result())
+            if decoded is not None:
+                decoded.result()
 
         try:
             with ThreadPoolExecutor(max_workers=threads) as pool:
                 list(pool.map(one, range(len(self.tables))))
         finally:
             hashing.shutdown()
+            decoding.shutdown()
 
 
 def carried_footer(replaced: str, keys: Any, new_keys: Any) -> dict[str, str]:
