@@ -327,14 +327,15 @@ class ArrowWritePipeline:
             spec = replace(spec, hash_threads=2)
         tasks: list[Callable[[], WriteStat]] = [
             partial(self._write_group, spec, source, positions[start:start + count], partition, file_id,
-                    base_files.get((partition, file_id)), task)
+                    base_files.get((partition, file_id)), task,
+                    release=expected is None or runs_alone(expected[task]))
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), expected)
 
     def _write_group(
         self, spec: WriteSpec, rows: ChunkedRows, positions: np.ndarray, partition: str, file_id: str,
-        base_file: str | None, task: int,
+        base_file: str | None, task: int, *, release: bool = True,
     ) -> WriteStat:
         group = rows.take(positions)  # taken when the task starts: one group in memory per thread
         known = self._known_keys(partition, file_id, base_file)
@@ -346,7 +347,8 @@ class ArrowWritePipeline:
             base_footer=known.footer if known is not None else None,
         )
         del group
-        pa.default_memory_pool().release_unused()  # the group's pages back to the system
+        if release:  # a large group's pages back to the system; a small one's serve the next group
+            pa.default_memory_pool().release_unused()
         return stat
 
     def write_bulk(self, spec: WriteSpec, frame: pa.Table) -> list[WriteStat]:
