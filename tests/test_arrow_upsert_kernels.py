@@ -138,6 +138,19 @@ def _file_group_rows(ids: list[int], v: str) -> pa.Table:
                      RECORD_KEY: [str(i) for i in ids], PARTITION_PATH: [""] * len(ids), OP_COLUMN: ["U"] * len(ids)})
 
 
+def _record_key_column_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """For each stored file a rewrite streams from now on: whether it reads the record-key column."""
+    reads: list[bool] = []
+    real_iter = iter_data_file
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        reads.append(RECORD_KEY in kwargs["schema"].names)
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
+    return reads
+
+
 @pytest.mark.parametrize("extra", [0, 3, 1])
 @pytest.mark.parametrize("keys", ["kept", "none", "stale"])
 def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(
@@ -152,14 +165,7 @@ def test_a_rewrite_given_the_touched_rows_writes_what_a_probing_rewrite_writes(
     stored_ids = list(range(0, 400_000, 2))  # more than one streamed slice
     all_keys = pa.array([str(i) for i in stored_ids], pa.string())
     given = {"kept": all_keys, "none": None, "stale": all_keys.slice(1)}[keys]
-    read_key_column: list[bool] = []
-    real_iter = iter_data_file
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        read_key_column.append(RECORD_KEY in kwargs["schema"].names)
-        return real_iter(*args, **kwargs)
-
-    monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
+    read_key_column = _record_key_column_reads(monkeypatch)
     outputs = []
     for touched in (False, True):
         base = tmp_path / str(touched)
@@ -196,14 +202,7 @@ def test_the_index_lookup_hands_the_keys_it_read_to_the_rewrites_within_a_budget
     table = Table.create(path, spark=None, record_key="id", ordering_field="ts", partition_by=["region"])
     table.bulk_insert(_rows(list(range(3000)), 0))
     model = {i: f"v0-{i}" for i in range(3000)}
-    read_key_column: list[bool] = []
-    real_iter = iter_data_file
-
-    def recorded(*args: Any, **kwargs: Any) -> Any:
-        read_key_column.append(RECORD_KEY in kwargs["schema"].names)
-        return real_iter(*args, **kwargs)
-
-    monkeypatch.setattr("tidemark.write.file_group.iter_data_file", recorded)
+    read_key_column = _record_key_column_reads(monkeypatch)
     for version, budget in ((1, index.KEPT_KEY_BYTES), (2, -1), (3, 0)):
         if budget < 0:  # room for what the lookup keeps of the largest latest file: its keys and footer
             storage = LocalStorage(path)
