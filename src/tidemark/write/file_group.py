@@ -37,7 +37,7 @@ from tidemark.format.parquet_file import iter_data_file, read_file_metadata
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
-from tidemark.write.footer import BaseFileWriter, FooterKeys, open_base_file, stored_filter
+from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
 from tidemark.write.spec import WriteSpec
@@ -329,6 +329,9 @@ class _RollingFile:
         self.started = time.monotonic()
         self._buffer = RowGroupBuffer(max_bytes=min(ROW_GROUP_BYTES, spec.max_file_size))
         self._footer = FooterKeys(spec)
+        # Row groups are encoded on a thread while the next one's meta columns are made.
+        self._encoder = RowGroupEncoder()
+        self._disk = 0  # bytes on disk once the row groups before the one in flight were written
 
     def write(self, rows: pa.Table) -> None:
         full = self._buffer.add(rows)
@@ -345,19 +348,39 @@ class _RollingFile:
             self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec, rows))
         stored = with_meta_columns(rows, stored_schema(self.spec.schema), self.spec.instant_time, self.name,
                                    self.seq_prefix, self.rows)
-        self.writer.write_table(stored)
-        self._footer.add(stored)
+        self._encoder.settle()
+        self._disk = self.output.size()
+        self._encoder.submit(self.writer, stored)
+        self._footer.add(stored)  # while they are encoded
         self.rows += rows.num_rows
 
     def size(self) -> int:
-        """Bytes on disk so far (buffered rows not included)."""
-        return self.output.size() if self.writer is not None else 0
+        """Bytes on disk so far (buffered rows not included). A row group being encoded is
+        waited for only if it could take the file to its target size (its rows' size in memory
+        bounds what they take on disk); until then the size is the one before it."""
+        if self.writer is None:
+            return 0
+        if self._encoder.in_flight_bytes:
+            if self._disk + self._encoder.in_flight_bytes < self.spec.max_file_size:
+                return self._disk
+            self._encoder.settle()
+        self._disk = self.output.size()
+        return self._disk
+
+    def abandon(self) -> None:
+        """Stop writing (the write failed): nothing writes to the file after this returns."""
+        self._encoder.stop(raise_failure=False)
 
     def close(self) -> WriteStat:
-        self.flush()
-        if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
-            self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec))
-        self.writer.add_key_value_metadata(self._footer.footer(self.spec.schema))
+        try:
+            self.flush()
+            if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
+                self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec))
+            footer = self._footer.footer(self.spec.schema)  # while the last row group is encoded
+            self._encoder.settle()
+        finally:
+            self._encoder.stop(raise_failure=False)
+        self.writer.add_key_value_metadata(footer)
         self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
                                   file_size=self.output.commit(),
@@ -388,23 +411,27 @@ def _write_rolling(
     task_partition: int,
 ) -> Iterator[WriteStat]:
     open_files: dict[str, _RollingFile] = {}
-    for batch in batches:
-        if batch.num_rows == 0:
-            continue
-        table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-        partitions = table.column(PARTITION_PATH)
-        unique = pc.unique(partitions).to_pylist()
-        for partition in unique:
-            rows = table if len(unique) == 1 else table.filter(pc.equal(partitions, partition))
-            current = open_files.get(partition)
-            if current is None:
-                current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers)
-            current.write(rows)
-            if current.size() >= spec.max_file_size:
-                yield current.close()
-                del open_files[partition]
-    for current in open_files.values():
-        yield current.close()
+    try:
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            partitions = table.column(PARTITION_PATH)
+            unique = pc.unique(partitions).to_pylist()
+            for partition in unique:
+                rows = table if len(unique) == 1 else table.filter(pc.equal(partitions, partition))
+                current = open_files.get(partition)
+                if current is None:
+                    current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers)
+                current.write(rows)
+                if current.size() >= spec.max_file_size:
+                    del open_files[partition]
+                    yield current.close()
+        for partition in list(open_files):  # in the order they were opened
+            yield open_files.pop(partition).close()
+    finally:  # a failed (or abandoned) write: no row group of it is still being encoded
+        for current in open_files.values():
+            current.abandon()
 
 
 META_AND_OP = (*META_COLUMNS, OP_COLUMN)

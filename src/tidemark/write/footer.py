@@ -84,11 +84,12 @@ class BaseFileWriter:
     closes) and go out as one row group: a small file's kept rows, merged rows and new rows
     become one row group and one write, not three. Only the footer's keys are kept until close.
 
-    From the second row group on, each is encoded on a thread of its own while the caller
-    prepares the next (a rewrite reads and filters the stored file's next slice): at most one
-    row group is in flight, and an encoding's failure is raised by the next write or by
-    :meth:`close`. Use it as a context manager, or call :meth:`close`: leaving the ``with``
-    block by an exception waits for the row group in flight (nothing writes to the sink after).
+    Row groups are encoded on a thread of their own while the caller prepares the next (a
+    rewrite reads and filters the stored file's next slice; the footer is made while the last
+    one is encoded), but for a file of one row group: at most one row group is in flight, and
+    an encoding's failure is raised by the next write or by :meth:`close`. Use it as a context
+    manager, or call :meth:`close`: leaving the ``with`` block by an exception waits for the row
+    group in flight (nothing writes to the sink after).
     """
 
     def __init__(
@@ -104,18 +105,14 @@ class BaseFileWriter:
         self._footer = FooterKeys(spec, stored)
         self._held: list[pa.Table] = []
         self._held_rows = 0
-        self._encoder: ThreadPoolExecutor | None = None
-        self._in_flight: Future[None] | None = None
+        self._encoder = RowGroupEncoder()
         self.rows = 0
 
     def __enter__(self) -> BaseFileWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            self._settle(raise_failure=exc[0] is None)
-        finally:
-            self._stop_encoder()
+        self._encoder.stop(raise_failure=exc[0] is None)
 
     def write(self, rows: pa.Table, stored_rows: int = 0) -> None:
         """Write ``rows``; their first ``stored_rows`` hold keys of the base file this one
@@ -129,48 +126,75 @@ class BaseFileWriter:
         self._held.append(rows)
         self._held_rows += rows.num_rows
         if 2 * self._held_rows >= self._min_rows:  # a slice of a large file goes out as it is
-            self._flush()
+            self._flush(last=False)
 
     def write_stored(self, rows: pa.Table) -> None:
         """Write ``rows`` that all hold keys of the base file this one replaces."""
         self.write(rows, rows.num_rows)
 
-    def _flush(self) -> None:
+    def _flush(self, *, last: bool) -> None:
         if not self._held:
             return
         rows = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held)
         self._held, self._held_rows = [], 0
-        if self._writer is None:  # the first row group: written here (a small file has only this one)
+        first = self._writer is None
+        if self._writer is None:
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows))
+        if first and last:  # a small file's one row group: no thread to hand it to
             self._writer.write_table(rows)
-            return
-        self._settle(raise_failure=True)
-        if self._encoder is None:
-            self._encoder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-encode")
-        self._in_flight = self._encoder.submit(self._writer.write_table, rows)
+        else:
+            self._encoder.submit(self._writer, rows)
 
-    def _settle(self, *, raise_failure: bool) -> None:
+    def close(self) -> None:
+        try:
+            self._flush(last=True)
+            footer = self._footer.footer(self._spec.schema)  # while the last row group is encoded
+            self._encoder.settle()
+        finally:
+            self._encoder.stop(raise_failure=False)
+        if self._writer is None:  # no rows: an empty file of the schema
+            self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
+        self._writer.add_key_value_metadata(footer)
+        self._writer.close()
+
+
+class RowGroupEncoder:
+    """Encodes row groups on a thread of its own, one at a time, while the caller prepares the
+    next (pyarrow's encoding releases the GIL): at most one row group is in flight.
+
+    :meth:`submit` waits for the one before; an encoding's failure is raised by the next
+    :meth:`submit`, :meth:`settle` or :meth:`stop`. :meth:`stop` must be called once the file is
+    done or abandoned: nothing writes to the sink after it returns.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ThreadPoolExecutor | None = None
+        self._in_flight: Future[None] | None = None
+        self.in_flight_bytes = 0  # the in-memory size of the row group in flight (0: none)
+
+    def submit(self, writer: pq.ParquetWriter, rows: pa.Table) -> None:
+        self.settle()
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidemark-encode")
+        self._in_flight = self._pool.submit(writer.write_table, rows)
+        self.in_flight_bytes = rows.nbytes
+
+    def settle(self, *, raise_failure: bool = True) -> None:
         """Wait for the row group in flight; its failure is raised if ``raise_failure``."""
         in_flight, self._in_flight = self._in_flight, None
+        self.in_flight_bytes = 0
         failure = in_flight.exception() if in_flight is not None else None
         if failure is not None and raise_failure:
             raise failure
 
-    def _stop_encoder(self) -> None:
-        if self._encoder is not None:
-            self._encoder.shutdown(wait=True)
-            self._encoder = None
-
-    def close(self) -> None:
+    def stop(self, *, raise_failure: bool) -> None:
+        """Wait for the row group in flight (its failure raised if ``raise_failure``), end the thread."""
         try:
-            self._flush()
-            self._settle(raise_failure=True)
+            self.settle(raise_failure=raise_failure)
         finally:
-            self._stop_encoder()
-        if self._writer is None:  # no rows: an empty file of the schema
-            self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
-        self._writer.add_key_value_metadata(self._footer.footer(self._spec.schema))
-        self._writer.close()
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
 
 def open_base_file(sink: str | pa.NativeFile, schema: pa.Schema, options: dict[str, Any]) -> pq.ParquetWriter:

@@ -1,0 +1,121 @@
+"""A bulk_insert's rolling files (``write_new_files``) encode each row group on a thread while the
+next one's meta columns are made: the files still roll at their target size, hold every row
+once in order, and a disk failing under an encoding raises, with no encoding left running."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from tidemark.format.names import COMMIT_SEQNO, PARTITION_PATH, RECORD_KEY
+from tidemark.format.schema import with_meta_columns
+from tidemark.write import file_group
+from tidemark.write.spec import WriteSpec
+
+ROWS = 60_000
+BATCH = 2_000
+
+
+def _batches(partitions: int) -> list[pa.Table]:
+    ids = np.arange(ROWS)
+    rng = np.random.default_rng(3)
+    text = pc.cast(pa.array(ids), pa.string())
+    # Incompressible text: the files' sizes follow the rows, so they roll many times.
+    noise = pa.array([rng.bytes(24).hex() for _ in range(ROWS)])
+    table = pa.table({"id": ids, "v": noise, RECORD_KEY: text,
+                      PARTITION_PATH: pa.array([f"p{i % partitions}" for i in ids])})
+    return [table.slice(start, BATCH) for start in range(0, ROWS, BATCH)]
+
+
+@pytest.mark.parametrize("partitions", [1, 3])
+@pytest.mark.parametrize("row_group_bytes", [32 << 10, 64 << 20])
+def test_rolling_files_roll_at_their_size_and_hold_every_row_once(
+    tmp_path: Path, monkeypatch: Any, partitions: int, row_group_bytes: int
+) -> None:
+    # Row groups far below the file size (several in flight over a file's life, their size not
+    # yet counted when the size is checked) and as large as the file (each one waited for).
+    monkeypatch.setattr(file_group, "ROW_GROUP_BYTES", row_group_bytes)
+    max_file_size = 400_000
+    schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    spec = WriteSpec(base_path=str(tmp_path), instant_time="20260101000000000", schema=schema,
+                     ordering_fields=(), compression="snappy", max_file_size=max_file_size)
+    stats = list(file_group.write_new_files(spec, _batches(partitions), token="0-0-0", task_partition=0))
+
+    assert sum(s.num_writes for s in stats) == ROWS
+    seen: list[int] = []
+    for partition in (f"p{i}" for i in range(partitions)):
+        mine = [s for s in stats if s.partition_path == partition]
+        assert len(mine) >= 2  # the data is several times the file size: it rolled
+        for stat in mine:
+            path = tmp_path / stat.path
+            size = path.stat().st_size
+            assert size == stat.file_size and stat.num_writes == pq.ParquetFile(path).metadata.num_rows
+            rows = pq.read_table(path)
+            # Sequence numbers count the file's own rows from 0, in the order written.
+            assert rows.column(COMMIT_SEQNO).to_pylist() == [
+                f"{spec.instant_time}_0_{n}" for n in range(rows.num_rows)]
+            assert set(rows.column(PARTITION_PATH).to_pylist()) == {partition}
+            seen += rows.column("id").to_pylist()
+        # Every file but the partition's last reached the size before it was closed, and
+        # overshot it by less than a row group and a batch (what is in memory when it rolls).
+        for stat in mine[:-1]:
+            assert max_file_size <= stat.file_size < max_file_size + min(row_group_bytes, max_file_size) + 200_000
+    assert sorted(seen) == list(range(ROWS))
+    for partition in (f"p{i}" for i in range(partitions)):
+        ids = [i for s in stats if s.partition_path == partition
+               for i in pq.read_table(tmp_path / s.path, columns=["id"]).column(0).to_pylist()]
+        assert ids == sorted(ids)  # the files of a partition follow one another in the batch's order
+
+
+_DISK_FULL = """
+    import resource, signal, sys, threading
+    import numpy as np, pyarrow as pa, pyarrow.compute as pc
+    from tidemark.format.schema import with_meta_columns
+    from tidemark.write import file_group
+    from tidemark.write.spec import WriteSpec
+
+    file_group.ROW_GROUP_BYTES = 16 << 10  # many row groups: the failure comes under the thread
+    limit = int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG
+    schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    spec = WriteSpec(base_path=sys.argv[1], instant_time="1", schema=schema, ordering_fields=(),
+                     compression="none", max_file_size=1 << 30)
+
+    def batches():
+        for start in range(0, 200_000, 1_000):
+            ids = np.arange(start, start + 1_000)
+            text = pc.cast(pa.array(ids), pa.string())
+            yield pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
+                            "_hoodie_partition_path": pa.array([""] * len(ids))})
+
+    first = next(batches())  # the markers' folder exists before the limit applies
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    try:
+        list(file_group.write_new_files(spec, batches(), token="0-0-0", task_partition=0))
+        print("no error")
+    except OSError as error:
+        print("raised:", error)
+    print("encoders left:", [t.name for t in threading.enumerate() if t.name.startswith("tidemark-encode")])
+"""
+
+
+@pytest.mark.parametrize("limit", [30_000, 600_000])
+def test_a_rolling_file_whose_disk_fails_raises_and_leaves_no_encoder_running(tmp_path: Path, limit: int) -> None:
+    """The encoding's failure (the process's file-size limit, as a full disk fails) is raised by
+    the write, not lost with the thread, and no row group is being encoded once it returns.
+    (In a process of its own: the limit is the process's.)"""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_FULL), str(tmp_path), str(limit)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("raised:") and "too large" in lines[0].lower(), lines
+    assert lines[1] == "encoders left: []"
