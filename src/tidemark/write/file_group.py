@@ -338,16 +338,22 @@ class _RollingFile:
         if full is not None:
             self._write(full)
 
-    def flush(self) -> None:
+    def flush(self, *, last: bool = False) -> None:
         rows = self._buffer.take()
         if rows is not None:
-            self._write(rows)
+            self._write(rows, last=last)
 
-    def _write(self, rows: pa.Table) -> None:
+    def _write(self, rows: pa.Table, *, last: bool = False) -> None:
+        first = self.writer is None
         if self.writer is None:
             self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec, rows))
         stored = with_meta_columns(rows, stored_schema(self.spec.schema), self.spec.instant_time, self.name,
                                    self.seq_prefix, self.rows)
+        if first and last:  # a small file's one row group: no thread to hand it to
+            self.writer.write_table(stored)
+            self._footer.add(stored)
+            self.rows += rows.num_rows
+            return
         self._encoder.settle()
         self._disk = self.output.size()
         self._encoder.submit(self.writer, stored)
@@ -373,7 +379,7 @@ class _RollingFile:
 
     def close(self) -> WriteStat:
         try:
-            self.flush()
+            self.flush(last=True)
             if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
                 self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec))
             footer = self._footer.footer(self.spec.schema)  # while the last row group is encoded
