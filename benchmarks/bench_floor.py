@@ -74,7 +74,9 @@ class HudiFiles:
         names = [meta.schema.column(i).path for i in range(meta.num_columns)]
         chunks = [meta.row_group(0).column(i) for i in range(meta.num_columns)]
         self.options: dict[str, Any] = {
-            "compression": chunks[0].compression.lower(),
+            # Per column: tidemark leaves the codec off columns it barely shrinks (random ids).
+            "compression": {n: "none" if c.compression == "UNCOMPRESSED" else c.compression.lower()
+                            for n, c in zip(names, chunks, strict=True)},
             "use_dictionary": [n for n, c in zip(names, chunks, strict=True) if "RLE_DICTIONARY" in c.encodings],
             "write_statistics": [n for n, c in zip(names, chunks, strict=True) if c.statistics is not None],
         }

@@ -95,7 +95,7 @@ def test_dictionary_columns_are_chosen_once_for_the_write(tmp_path: Path) -> Non
 
 def test_the_partition_path_keeps_its_dictionary_however_many_partitions_the_sample_has() -> None:
     from tidemark.format.schema import with_meta_columns
-    from tidemark.write.file_group import dictionary_columns
+    from tidemark.write.column_encoding import dictionary_columns
 
     sample = pa.table({
         "_hoodie_partition_path": pa.array([f"part=p{i}" for i in range(1_000)]),  # distinct per row

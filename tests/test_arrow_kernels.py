@@ -158,7 +158,7 @@ _FILE_TOO_LARGE = """
     import resource, signal, sys, threading
     import numpy as np, pyarrow as pa, pyarrow.compute as pc
     from tidemark.format.schema import with_meta_columns
-    from tidemark.write.file_group import parquet_options
+    from tidemark.write.column_encoding import parquet_options
     from tidemark.write.footer import BaseFileWriter
     from tidemark.write.meta_columns import constant, with_meta_columns as stored_rows
     from tidemark.write.spec import WriteSpec

@@ -183,7 +183,7 @@ def test_a_killed_writer_stays_invisible_and_the_next_write_rolls_it_back(
 def test_dictionaries_only_for_columns_whose_values_repeat(tmp_path: Path) -> None:
     """Mostly distinct columns are written plain (no dictionary tried and dropped); repeating ones
     keep their dictionary; the file reads back the same."""
-    from tidemark.write.file_group import parquet_options
+    from tidemark.write.column_encoding import parquet_options
 
     n = 20_000
     user = pa.table({

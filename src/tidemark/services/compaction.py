@@ -49,7 +49,8 @@ from tidemark.services.runner import BUSY, ServiceSteps
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.storage.location import location_of
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
-from tidemark.write.file_group import WriteSpec, parquet_options
+from tidemark.write.column_encoding import parquet_options
+from tidemark.write.file_group import WriteSpec
 from tidemark.write.footer import write_base_file
 from tidemark.write.meta_columns import constant
 

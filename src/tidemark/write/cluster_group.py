@@ -26,7 +26,8 @@ from tidemark.format.names import FILE_NAME, base_file_name, join_partition, new
 from tidemark.format.parquet_file import read_data_file
 from tidemark.markers import IOType
 from tidemark.markers.direct import DirectMarkerWriter
-from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec, parquet_options
+from tidemark.write.column_encoding import parquet_options
+from tidemark.write.file_group import ROW_GROUP_ROWS, RowGroupBuffer, WriteSpec
 from tidemark.write.footer import FooterKeys
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +36,7 @@ from tidemark.format.parquet_file import iter_data_file, read_file_metadata
 from tidemark.markers import IOType, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
+from tidemark.write.column_encoding import parquet_options
 from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
@@ -44,65 +44,6 @@ from tidemark.write.spec import WriteSpec
 
 # Rows of a stored base file read per slice while it is rewritten: the file is never decoded whole.
 STREAM_ROWS = 65_536
-
-
-def _codec(name: str) -> str:
-    return "none" if name in ("none", "uncompressed") else name
-
-
-# Sequence numbers and record keys are unique per row: trying a dictionary for them is wasted
-# work. Min/max statistics of the sequence number, file name and partition path serve no
-# reader. (Record key and commit time keep theirs: readers prune by them.)
-_NO_DICTIONARY = {COMMIT_SEQNO, RECORD_KEY}
-_NO_STATISTICS = {COMMIT_SEQNO, FILE_NAME, PARTITION_PATH}
-
-
-# A dictionary is tried only for columns whose first rows repeat values: for mostly distinct
-# values (ids, amounts, timestamps, free text) the writer builds one, finds it too large and
-# falls back to plain encoding, which costs about as much as encoding the column again.
-DICTIONARY_SAMPLE_ROWS = 10_000
-
-
-def _repeats_values(column: pa.ChunkedArray) -> bool:
-    sample = column.slice(0, DICTIONARY_SAMPLE_ROWS)
-    if len(sample) == 0 or pa.types.is_nested(sample.type):
-        return True  # nothing to judge by: the writer's own fallback decides
-    try:  # unique, not count_distinct: the same count at half the cost (per column of every file)
-        distinct = len(pc.unique(sample))
-    except pa.ArrowNotImplementedError:  # a type without a hash kernel
-        return True
-    return 2 * distinct <= len(sample)
-
-
-def dictionary_columns(schema: pa.Schema, rows: pa.Table | None = None) -> tuple[str, ...]:
-    """The columns of ``schema`` worth a dictionary: every column but the unique meta columns,
-    less the user columns whose values in ``rows`` (a sample, if known) are mostly distinct.
-    (The partition path is one value per base file: always a dictionary.)"""
-    chosen = [n for n in schema.names if n not in _NO_DICTIONARY]
-    if rows is not None:
-        chosen = [n for n in chosen
-                  if n not in rows.column_names or n in META_COLUMNS or _repeats_values(rows.column(n))]
-    return tuple(chosen)
-
-
-def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, object]:
-    """Writer options for a base file; the columns that get a dictionary are the write's choice
-    (``spec.dictionary_columns``), else chosen from ``rows`` (the file's first rows, if known)."""
-    names = spec.schema.names
-    chosen = spec.dictionary_columns if spec.dictionary_columns is not None else dictionary_columns(spec.schema, rows)
-    return {
-        "compression": _codec(spec.compression),
-        "use_dictionary": list(chosen),
-        "write_statistics": [n for n in names if n not in _NO_STATISTICS],
-    }
-
-
-def with_dictionary_choice(spec: WriteSpec, batch: pa.Table) -> WriteSpec:
-    """``spec`` with the write's dictionary columns chosen once from ``batch``'s first rows:
-    a write of many small files (a hundred partitions) would otherwise sample every file's
-    columns again, which costs about as much as hashing its keys."""
-    sample = batch.slice(0, DICTIONARY_SAMPLE_ROWS)
-    return replace(spec, dictionary_columns=dictionary_columns(spec.schema, sample))
 
 
 def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:

@@ -37,6 +37,9 @@ class WriteSpec:
     # sample of its batch (:func:`tidemark.write.file_group.dictionary_columns`); None: each file
     # chooses from its own first rows.
     dictionary_columns: tuple[str, ...] | None = None
+    # The columns written without the codec (it barely shrinks their values: random ids), chosen
+    # as the dictionary columns are (:func:`tidemark.write.column_encoding.uncompressed_columns`).
+    uncompressed_columns: tuple[str, ...] | None = None
     # Threads that hash a base file's keys into its bloom filter while its rows are encoded: 2
     # when the write has a core to spare (it writes one file at a time), else 1.
     hash_threads: int = 1

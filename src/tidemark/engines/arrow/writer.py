@@ -35,8 +35,9 @@ from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, greatest_per_key
 from tidemark.write.bucket import BucketAssignment
+from tidemark.write.column_encoding import with_encoding_choice
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, with_dictionary_choice, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
 from tidemark.write.meta_columns import constant, constant_dictionary
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
@@ -309,7 +310,7 @@ class ArrowWritePipeline:
     ) -> list[WriteStat]:
         if rows.num_rows == 0:
             return []
-        spec = with_dictionary_choice(spec, rows)
+        spec = with_encoding_choice(spec, rows)
         # The batch is ordered by index, not copied: each file group's rows are taken in turn
         # (one group's copy at a time), in key order within the group.
         order = pc.sort_indices(rows.select([PARTITION_PATH, FILE_ID_COLUMN, RECORD_KEY]),
@@ -355,7 +356,7 @@ class ArrowWritePipeline:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
         paths, runs = partition_rows(frame, self._known_paths(frame))
-        spec = with_dictionary_choice(spec, frame)
+        spec = with_encoding_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
         if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
             # Many partitions: one take puts the batch in partition order, each task then slices
