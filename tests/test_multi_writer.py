@@ -193,7 +193,10 @@ def test_a_writer_killed_at_each_step_is_cleaned_after_its_heartbeat_expired_nev
         if beat is not None and now_ms() - beat < EXPIRY_MS - 200:
             table.clean()  # too early: the heartbeat has not expired yet
             assert not Timeline.load(storage).is_completed(doomed)
-            assert any(i.requested_time == doomed for i in Timeline.load(storage)), "rolled back too early"
+            # Judged only if the clean ended before the heartbeat expired (a loaded machine can
+            # take longer than the margin; then rolling back was right).
+            if now_ms() - beat < EXPIRY_MS:
+                assert any(i.requested_time == doomed for i in Timeline.load(storage)), "rolled back too early"
         deadline = time.monotonic() + 30
         while any(i.requested_time == doomed for i in Timeline.load(storage)):
             assert time.monotonic() < deadline, "never cleaned"
