@@ -48,7 +48,9 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
         ├── ClusteringAbortedError  a clustering lost to ingestion and was rolled back
         ├── LockLostError           the writer's lease on the table lock ran out (it paused past
         │                           it) or was taken over, so it must not publish
-        └── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
+        ├── HeartbeatExpiredError   this writer's heartbeat expired; it may be rolled back by others
+        └── WriteRolledBackError    a task finished a file after its write was rolled back (and
+                                    deleted it): a straggler of a failed job, or a paused writer
 
 Errors carry the facts as attributes (instant times, file ids, keys) so callers
 can branch on them without parsing messages.
@@ -72,6 +74,7 @@ from tidemark.errors.commit import (
     StorageUnreachableError,
     WriteConflictError,
     WriterAliveError,
+    WriteRolledBackError,
 )
 from tidemark.errors.core import (
     SCHEMA_CHANGES_ALLOWED,
@@ -119,6 +122,7 @@ __all__ = [
     "DataFileNotFoundError",
     "EarlyConflictError",
     "HeartbeatExpiredError",
+    "WriteRolledBackError",
     "InProcessLockError",
     "InstantNotFoundError",
     "InvalidInputError",

@@ -292,6 +292,21 @@ class HeartbeatExpiredError(CommitError):
         )
 
 
+class WriteRolledBackError(CommitError):
+    """A task of this write finished a file after the write was rolled back (a task that
+    outlived its failed job, or a writer that paused until others rolled it back): the task
+    deleted the file instead of leaving it behind, and stopped."""
+
+    def __init__(self, instant_time: str, files: Sequence[str]) -> None:
+        shown = ", ".join(list(files)[:3]) or "no file"
+        super().__init__(
+            f"write {instant_time} was rolled back while its tasks were still writing; the file(s) they "
+            f"finished afterwards ({shown}) were deleted. Nothing of the write is visible; retry the write.",
+            instant_time=instant_time,
+        )
+        self.files = list(files)
+
+
 class DataFileNotFoundError(TidemarkError):
     """An engine found a data file gone while it wrote (the Arrow engine's FileNotFoundError, a
     Spark job's failure naming the file). Raised between layers: the write turns it into the

@@ -10,6 +10,7 @@ from tidemark.format.names import parse_base_file_name
 
 if TYPE_CHECKING:
     from tidemark.config.early_conflict import EarlyConflictSettings
+    from tidemark.markers.fence import WriteFence
 
 MARKER_INFIX = ".marker."
 
@@ -70,12 +71,15 @@ class MarkerSpec:
     """How the tasks of one write keep markers; picklable, shipped with the write spec.
 
     ``server_url`` is set for TIMELINE_SERVER_BASED markers; ``early_conflict``
-    when early conflict detection is on.
+    when early conflict detection is on; ``fence`` when the engine's tasks can outlive a
+    failed write (Spark's), to check before each marker that the write was not rolled back
+    (:mod:`.fence`).
     """
 
     type: MarkerType = MarkerType.DIRECT
     server_url: str | None = None
     early_conflict: EarlyConflictSettings | None = None
+    fence: WriteFence | None = None
 
 
 class MarkerWriter(Protocol):

@@ -2,9 +2,11 @@
 
 Steps, each safe to repeat if the process dies between them::
 
+    raise the write's fence  (markers/fence.py: a task still writing deletes its own files)
     <r>.rollback.requested   plan: the instant to roll back and its files
     delete the data files (from markers, or from the commit metadata if completed)
     delete the instant's timeline files (completed file first, so data vanishes at once)
+    delete its markers, and with them the fence
     <r>.rollback.inflight
     <r>_<c>.rollback         metadata: what was deleted
 
@@ -20,6 +22,7 @@ from tidemark.errors import InstantNotFoundError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
 from tidemark.format.names import TIMELINE_DIR
 from tidemark.markers import delete_markers, marked_data_files
+from tidemark.markers.fence import raise_fence
 from tidemark.metadata.maintain import metadata_recorded, record_if_maintained
 from tidemark.metadata.staged_deltacommit import withdraw
 from tidemark.storage import Storage
@@ -60,9 +63,13 @@ def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = 
                 "roll those back first (newest first)"
             )
     started = time.monotonic()
-    files = _files_of(storage, timeline, instant)
     if instant.is_completed:
+        files = _files_of(storage, timeline, instant)
         _not_being_compacted(storage, timeline, instant, files)
+    else:
+        # Before the markers are listed: a task of the write still running finishes no file unseen.
+        raise_fence(storage, instant.requested_time)
+        files = _files_of(storage, timeline, instant)
     rollback_time = new_instant_time(floor=timeline.max_time())
     plan = {
         "instantToRollback": {
@@ -111,12 +118,13 @@ def _execute(
         # metadata table still lists them until the rollback records their deletion below).
         storage.delete(f"{TIMELINE_DIR}/{instant.file_name}")
     deleted = [f for f in files if storage.delete(f)]
-    delete_markers(storage, instant.requested_time)
     # A completed clustering (a replacecommit) was pending as a clustering: remove those files too.
     actions = [instant.action] + ([Action.CLUSTERING] if instant.action is Action.REPLACE_COMMIT else [])
     for action in actions:
         for state in (State.INFLIGHT, State.REQUESTED):
             storage.delete(f"{TIMELINE_DIR}/{instant_file_name(instant.requested_time, action, state)}")
+    # Only now, with the requested file gone (what fences the write's tasks from here on).
+    delete_markers(storage, instant.requested_time)
     inflight = instant_file_name(rollback_time, Action.ROLLBACK, State.INFLIGHT)
     storage.create_if_absent(f"{TIMELINE_DIR}/{inflight}")
     by_partition: dict[str, list[str]] = {}
@@ -169,9 +177,11 @@ def finish_pending_rollbacks(storage: Storage, timeline: Timeline) -> list[Rollb
         victim = timeline.completed_instant(target["commitTime"])
         if victim is None or victim.action is not action:
             victim = Instant(target["commitTime"], action, State.INFLIGHT)
-        results.append(
-            _execute(storage, pending.requested_time, victim, list(plan.get("filesToDelete") or []), time.monotonic())
-        )
+        if not victim.is_completed:  # again: the crash may have come before the plan, or after the markers went
+            raise_fence(storage, victim.requested_time)
+        # The plan's files, and any marked since it was made (markers go only once files are deleted).
+        files = sorted({*(plan.get("filesToDelete") or ()), *marked_data_files(storage, victim.requested_time)})
+        results.append(_execute(storage, pending.requested_time, victim, files, time.monotonic()))
     return results
 
 

@@ -34,6 +34,7 @@ from tidemark.format.schema_evolution import evolve
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
 from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
+from tidemark.markers.fence import WriteFence
 from tidemark.markers.server import MarkerServer
 from tidemark.merge import MergeConfig
 from tidemark.metadata.listing import table_view
@@ -147,8 +148,9 @@ class WriteClient(Generic[FrameT]):
         early = self.config.early_conflict
         if early is not None:
             early = early.for_write(pending.instant_time, pending.seen or frozenset())
+        fence = WriteFence(pending.instant_time, pending.action) if pipeline.tasks_outlive_failures else None
         if self.config.markers_type != MarkerType.TIMELINE_SERVER_BASED.value:
-            direct = MarkerSpec(MarkerType.DIRECT, early_conflict=early)
+            direct = MarkerSpec(MarkerType.DIRECT, early_conflict=early, fence=fence)
             spec = replace(spec, instant_time=pending.instant_time, markers=direct)
             if early is None:
                 yield spec, None
@@ -174,7 +176,9 @@ class WriteClient(Generic[FrameT]):
             on_conflict=lambda _conflict: pipeline.cancel_write(),
         ).start()
         try:
-            served = MarkerSpec(MarkerType.TIMELINE_SERVER_BASED, server_url=server.url, early_conflict=early)
+            served = MarkerSpec(
+                MarkerType.TIMELINE_SERVER_BASED, server_url=server.url, early_conflict=early, fence=fence
+            )
             yield replace(spec, instant_time=pending.instant_time, markers=served), server
         finally:
             server.stop()

@@ -88,6 +88,12 @@ class WritePipeline(Protocol[FrameT]):
         """Where the engine's tasks can reach a server in this process (the marker server)."""
         ...
 
+    @property
+    def tasks_outlive_failures(self) -> bool:
+        """Whether a task may still be writing after the write failed (Spark's: a cancelled task
+        runs on until it is killed): its files are then fenced (``markers/fence.py``)."""
+        ...
+
     def prepare(self, batch: FrameT, *, allow_missing: bool, keys_only: bool, dedup: bool) -> FrameT:
         """Validate the batch, align it to the user schema (``keys_only``: keep only key,
         partition and ordering columns), add ``_hoodie_record_key`` and (if the batch has the

@@ -97,6 +97,7 @@ class ArrowWritePipeline:
     """One write's steps in this process (:class:`tidemark.write.engine.WritePipeline`)."""
 
     marker_server_host = "127.0.0.1"  # the "tasks" run in this process
+    tasks_outlive_failures = False  # a failed write returns once its threads have stopped
 
     def __init__(self, layout: TableLayout, user_schema: pa.Schema, *, threads: int = 0) -> None:
         self.layout = layout

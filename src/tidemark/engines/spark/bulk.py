@@ -8,7 +8,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 
 from tidemark.engines.arrow.keys import text_matches_spark, with_key_columns
-from tidemark.engines.spark.stats import STATS_DDL, stats_table, task_token
+from tidemark.engines.spark.stats import STATS_DDL, task_stats_table, task_token
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.write.engine import TableLayout
@@ -49,7 +49,7 @@ def write_bulk(
             )
         stats = list(write_new_files(spec, batches, token=token, task_partition=task_partition))
         if stats:
-            yield from stats_table(stats).to_batches()
+            yield from task_stats_table(spec, stats).to_batches()
 
     if parallelism:
         df = df.repartition(parallelism)

@@ -8,6 +8,8 @@ things the Spark engine needs beyond DataFrames are here, each with its Connect 
 need                     classic                            Spark Connect
 =======================  =================================  ======================================
 cancel a write's job     job group, interrupting its tasks  operation tag, ``interruptTag``
+wait for a failed job's  its stages' active tasks           the time Spark takes at most to kill
+  tasks to stop          (status tracker)                   them (no status API)
 default parallelism      ``sparkContext.defaultParallelism``  the splits Spark gives a leaf (plan)
 size estimate of a plan  the optimized plan's statistics    the same, from ``explain("cost")``
 drop a local checkpoint  unpersist its RDD now              the server drops it when the client's
@@ -26,6 +28,7 @@ import contextlib
 import re
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -162,6 +165,31 @@ class JobHandle:
             for key, value in saved.items():
                 sc.setLocalProperty(key, value)
 
+    def wait_for_tasks(self) -> None:
+        """Return once no task of this handle's jobs is still running, after they failed or were
+        cancelled.
+
+        Spark reports a failed job at once, while the job's other tasks run on: it marks them
+        killed, and its Python runner notices within 2 s and kills the task's Python worker
+        ``spark.python.task.killTimeout`` later. Classic: waits until the jobs' stages have no
+        active task, at most that long. Connect has no status API: waits that long.
+        """
+        deadline = time.monotonic() + _KILL_POLL_S + _kill_timeout_s(self.spark) + _KILL_MARGIN_S
+        if self.connect:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+            return
+        tracker = self.spark.sparkContext.statusTracker()
+        while time.monotonic() < deadline:
+            active = 0
+            for job_id in tracker.getJobIdsForGroup(self.name):
+                info = tracker.getJobInfo(job_id)
+                for stage_id in info.stageIds if info is not None else ():
+                    stage = tracker.getStageInfo(stage_id)
+                    active += stage.numActiveTasks if stage is not None else 0
+            if not active:
+                return
+            time.sleep(0.05)
+
     def cancel(self) -> None:
         """Stop the jobs started under this handle (no-op once the ``with`` body has ended)."""
         if not self._active:
@@ -170,3 +198,21 @@ class JobHandle:
             self.spark.interruptTag(self.name)
         else:
             self.spark.sparkContext.cancelJobGroup(self.name)
+
+
+_KILL_POLL_S = 2.0  # how often Spark's Python runner looks whether its task was killed
+_KILL_MARGIN_S = 1.0  # for the kill request to reach the executor
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min)?\s*$")
+
+
+def _kill_timeout_s(spark: Any) -> float:
+    """``spark.python.task.killTimeout`` in seconds (Spark's default: 2 s)."""
+    try:
+        text = str(spark.conf.get("spark.python.task.killTimeout", "2s"))
+    except Exception:  # noqa: BLE001 - a session that cannot say: Spark's default
+        return 2.0
+    found = _DURATION.match(text)
+    if found is None:
+        return 2.0
+    value, unit = float(found.group(1)), found.group(2) or "ms"
+    return value / 1000 if unit == "ms" else value * 60 if unit in ("m", "min") else value

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from tidemark.engines.spark.connect import default_parallelism
 from tidemark.engines.spark.dedup import SEQ_COLUMN, dedup_in_arrival_order
 from tidemark.engines.spark.expressions import case_when, sql_text
-from tidemark.engines.spark.stats import STATS_DDL, stats_table, task_token
+from tidemark.engines.spark.stats import STATS_DDL, task_stats_table, task_token
 from tidemark.engines.spark.tasks import balance, partition_keys
 from tidemark.format.names import PARTITION_PATH
 from tidemark.write.engine import FILE_ID_COLUMN
@@ -64,7 +64,7 @@ def file_group_writes(
             token=token,
             task_partition=task_partition,
         )
-        return stats_table([stat])
+        return task_stats_table(spec, [stat])
 
     # One task per file group up to a few per core: a task's cost is rewriting whole base files,
     # which Spark's adaptive sizing (by shuffled batch bytes) cannot see.

@@ -11,12 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
 from tidemark.engines.spark.connect import JobHandle
 from tidemark.errors import EarlyConflictError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import write_token
+from tidemark.write.spec import WriteSpec
 
 STATS_DDL = (
     "partition_path string, file_id string, path string, prev_commit string, "
@@ -66,6 +68,15 @@ def stats_table(stats: Sequence[WriteStat]) -> pa.Table:
     return pa.Table.from_pylist([stat_row(s) for s in stats], schema=STATS_SCHEMA)
 
 
+def task_stats_table(spec: WriteSpec, stats: Sequence[WriteStat]) -> pa.Table:
+    """A write task's stats, once its files are confirmed: if the write was rolled back while
+    the task wrote (the task outlived its failed job), the task deletes its files and raises
+    WriteRolledBackError instead (``markers/fence.py``)."""
+    if spec.markers.fence is not None:
+        spec.markers.fence.confirm(spec.storage(), [s.path for s in stats])
+    return stats_table(stats)
+
+
 def stat_from_row(row: object) -> WriteStat:
     r = row.asDict()  # type: ignore[attr-defined]
     return WriteStat(
@@ -102,12 +113,17 @@ def run_stats_job(frame: DataFrame, job: JobHandle) -> list[WriteStat]:
     """Collect the stats of a write job, run under ``job`` (cancellable with it).
 
     A task that stopped at an early conflict fails the job; its EarlyConflictError comes
-    back to the driver as text inside Spark's error and is raised again here, typed.
+    back to the driver as text inside Spark's error and is raised again here, typed. A failed
+    job returns once its tasks stopped (:meth:`JobHandle.wait_for_tasks`).
     """
     try:
         with job.running(interrupt=True):
             return [stat_from_row(r) for r in frame.collect()]
     except Exception as failure:
+        # The job's other tasks may still be writing: the write is rolled back (and the caller
+        # told) only once they stopped. One that finishes a file later deletes it (fence.py).
+        if not isinstance(failure, AnalysisException):  # (a plan Spark refused ran no task)
+            job.wait_for_tasks()
         early = EarlyConflictError.from_text(str(failure))
         if early is not None:
             raise early from None

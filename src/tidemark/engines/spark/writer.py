@@ -110,6 +110,8 @@ class SparkWritePipeline:
         self.parallelism = parallelism
         self._job: JobHandle | None = None
 
+    tasks_outlive_failures = True  # a failed job's other tasks run until Spark kills them
+
     @functools.cached_property
     def marker_server_host(self) -> str:
         """Where tasks reach a server in this process (see ``connect.task_reachable_host``).
