@@ -63,13 +63,12 @@ def rollback(storage: Storage, instant: Instant, *, timeline: Timeline | None = 
                 "roll those back first (newest first)"
             )
     started = time.monotonic()
-    if instant.is_completed:
-        files = _files_of(storage, timeline, instant)
-        _not_being_compacted(storage, timeline, instant, files)
-    else:
+    if not instant.is_completed:
         # Before the markers are listed: a task of the write still running finishes no file unseen.
         raise_fence(storage, instant.requested_time)
-        files = _files_of(storage, timeline, instant)
+    files = _files_of(storage, timeline, instant)
+    if instant.is_completed:
+        _not_being_compacted(storage, timeline, instant, files)
     rollback_time = new_instant_time(floor=timeline.max_time())
     plan = {
         "instantToRollback": {

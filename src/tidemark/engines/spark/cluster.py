@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException
 
 from tidemark.engines.spark.connect import JobHandle, is_connect
 from tidemark.format.clustering_plan import ClusteringGroup
@@ -59,13 +58,8 @@ class SparkClusteringExecutor:
         frame = self.spark.range(0, len(groups), 1, len(groups))
         job = JobHandle(self.spark, f"tidemark-clustering-{spec.write.instant_time}",
                         f"tidemark clustering {spec.write.instant_time}")
-        try:
-            with job.running(interrupt=False), self._progress(job, len(groups), on_tasks):
-                collected = frame.mapInArrow(run, "stat binary").collect()
-        except Exception as failure:
-            if not isinstance(failure, AnalysisException):  # rolled back once its tasks stopped
-                job.wait_for_tasks()
-            raise
+        with job.running(interrupt=False), self._progress(job, len(groups), on_tasks):
+            collected = frame.mapInArrow(run, "stat binary").collect()
         if on_tasks is not None:
             on_tasks(len(groups), len(groups))
         return [pickle.loads(r[0]) for r in collected]

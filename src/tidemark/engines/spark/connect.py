@@ -144,11 +144,26 @@ class JobHandle:
 
     @contextlib.contextmanager
     def running(self, *, interrupt: bool = True) -> Iterator[JobHandle]:
+        """Jobs started in the body run under this handle's name. A body that fails raises only
+        once the jobs' tasks stopped (:meth:`wait_for_tasks`), so that what the caller does next
+        (roll the write back) races no task; not if Spark refused the plan (no task ran)."""
+        try:
+            with self._named(interrupt=interrupt):
+                yield self
+        except Exception as failure:
+            from pyspark.errors import AnalysisException
+
+            if not isinstance(failure, AnalysisException):
+                self.wait_for_tasks()
+            raise
+
+    @contextlib.contextmanager
+    def _named(self, *, interrupt: bool) -> Iterator[None]:
         if self.connect:
             self.spark.addTag(self.name)
             self._active = True
             try:
-                yield self
+                yield
             finally:
                 self._active = False
                 self.spark.removeTag(self.name)
@@ -159,7 +174,7 @@ class JobHandle:
         sc.setJobGroup(self.name, self.description, interruptOnCancel=interrupt)
         self._active = True
         try:
-            yield self
+            yield
         finally:
             self._active = False
             for key, value in saved.items():

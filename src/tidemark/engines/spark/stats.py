@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 
 from tidemark.engines.spark.connect import JobHandle
@@ -120,10 +119,6 @@ def run_stats_job(frame: DataFrame, job: JobHandle) -> list[WriteStat]:
         with job.running(interrupt=True):
             return [stat_from_row(r) for r in frame.collect()]
     except Exception as failure:
-        # The job's other tasks may still be writing: the write is rolled back (and the caller
-        # told) only once they stopped. One that finishes a file later deletes it (fence.py).
-        if not isinstance(failure, AnalysisException):  # (a plan Spark refused ran no task)
-            job.wait_for_tasks()
         early = EarlyConflictError.from_text(str(failure))
         if early is not None:
             raise early from None
