@@ -300,8 +300,9 @@ class WriteRolledBackError(CommitError):
     def __init__(self, instant_time: str, files: Sequence[str]) -> None:
         shown = ", ".join(list(files)[:3]) or "no file"
         super().__init__(
-            f"write {instant_time} was rolled back while its tasks were still writing; the file(s) they "
-            f"finished afterwards ({shown}) were deleted. Nothing of the write is visible; retry the write.",
+            f"write {instant_time} was rolled back while its tasks were still writing; what they wrote "
+            f"or were about to write afterwards ({shown}) was deleted or never started. Nothing of the "
+            "write is visible; retry the write.",
             instant_time=instant_time,
         )
         self.files = list(files)
