@@ -2,7 +2,9 @@
 
 A batch of many partitions is put in partition order by one take (``BULK_REORDER_BYTES``) or
 taken partition by partition: either way each file holds its partition's rows in arrival order,
-with the same sequence numbers. A small file's rewrite is one row group. The dictionary columns
+with the same sequence numbers. A large batch of one partition is written as a file per core,
+each a run of the batch in arrival order (one file per task: Hudi's bulk_insert layout).
+A small file's rewrite is one row group. The dictionary columns
 are chosen once per write from the batch's first rows: a column of few values gets a dictionary
 in every file, a column of distinct values none, and the partition path (one value per file)
 always one.
@@ -19,6 +21,8 @@ import pytest
 import tidemark
 from conftest import hudi_rs_read
 from tidemark.engines.arrow import writer as arrow_writer
+from tidemark.engines.arrow.tasks import write_threads
+from tidemark.format.commit_metadata import CommitMetadata
 
 PARTS = 7
 
@@ -62,6 +66,51 @@ def test_every_file_holds_its_partitions_rows_in_arrival_order(
         assert [int(s.rsplit("_", 1)[1]) for s in seq] == list(range(len(seq)))
     read = hudi_rs_read(str(tmp_path / "t"))
     assert sorted(read.column("id").to_pylist()) == sorted(rows.column("id").to_pylist())
+
+
+def one_partition_files(path: Path, instant: str) -> list[list[str]]:
+    """The keys of each base file ``instant`` wrote, in file order, files in the order of the
+    commit's write statistics (task order)."""
+    meta = CommitMetadata.from_bytes(next((path / ".hoodie/timeline").glob(f"{instant}_*.commit")).read_bytes())
+    return [pq.read_table(path / s.path, columns=["id"]).column("id").to_pylist() for s in meta.write_stats]
+
+
+@pytest.mark.parametrize("parallelism", ["2", "1"])
+def test_a_large_one_partition_bulk_insert_is_a_file_per_core_in_arrival_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, parallelism: str
+) -> None:
+    rows = batch(3_001).drop_columns(["part"])
+    monkeypatch.setattr(arrow_writer, "BULK_SPLIT_BYTES", rows.nbytes // 3)  # as if it were large
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", ordering_field="n",
+                                  options={"hoodie.bulkinsert.shuffle.parallelism": parallelism})
+    written = table.bulk_insert(pa.Table.from_batches(rows.to_batches(max_chunksize=700)))
+    files = one_partition_files(path, written.instant_time)
+    assert len(files) == write_threads(int(parallelism), 2)  # two on two cores; one with parallelism 1
+    assert [k for keys in files for k in keys] == rows.column("id").to_pylist()  # runs of the batch, in order
+    assert max(map(len, files)) - min(map(len, files)) <= 1  # split evenly
+    for f in path.glob("*.parquet"):  # each file's sequence numbers count its own rows
+        seq = pq.read_table(f, columns=["_hoodie_commit_seqno"]).column(0).to_pylist()
+        assert [int(s.rsplit("_", 1)[1]) for s in seq] == list(range(len(seq)))
+    # An upsert across the files finds every stored key (no duplicate), and hudi-rs reads the same.
+    update = rows.filter(pa.array([i % 5 == 0 for i in range(3_001)]))
+    newer = pa.array([10_000 + i for i in range(update.num_rows)], pa.int64())
+    update = update.set_column(update.schema.get_field_index("n"), "n", newer)
+    table.upsert(update)
+    expected = dict(zip(rows.column("id").to_pylist(), rows.column("n").to_pylist(), strict=True))
+    expected.update(zip(update.column("id").to_pylist(), update.column("n").to_pylist(), strict=True))
+    for read in (table.read(), hudi_rs_read(str(path))):
+        assert read.num_rows == len(expected)
+        assert dict(zip(read.column("id").to_pylist(), read.column("n").to_pylist(), strict=True)) == expected
+
+
+def test_a_small_one_partition_bulk_insert_stays_one_file(tmp_path: Path) -> None:
+    rows = batch(3_001).drop_columns(["part"])
+    assert rows.nbytes < 2 * arrow_writer.BULK_SPLIT_BYTES
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", ordering_field="n")
+    written = table.bulk_insert(rows)
+    assert one_partition_files(path, written.instant_time) == [rows.column("id").to_pylist()]
 
 
 def test_dictionary_columns_are_chosen_once_for_the_write(tmp_path: Path) -> None:

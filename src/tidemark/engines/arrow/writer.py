@@ -373,6 +373,12 @@ class ArrowWritePipeline:
             tasks: list[Callable[[], list[WriteStat]]] = [
                 partial(_write_partition, spec, part, None, task) for task, part in enumerate(sources)
             ]
+        elif len(runs) == 1 and (pieces := _bulk_pieces(frame, write_threads(self.threads, 2))) > 1:
+            # One large partition: a file per core, as Spark's tasks would write it (pyarrow
+            # encodes a file on one thread, so one file would leave the other cores idle).
+            bounds = np.linspace(0, frame.num_rows, pieces + 1).astype(np.int64)
+            tasks = [partial(_write_partition, spec, ChunkedRows(frame.slice(int(a), int(b - a))), None, task)
+                     for task, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
         else:
             if len(runs) == 1 and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
                 spec = replace(spec, hash_threads=2)
@@ -402,6 +408,16 @@ BULK_SLICE_ROWS = 65_536  # rows a bulk_insert task takes (copies) at a time
 # A batch up to this size is put in partition order by one take before a bulk_insert writes it
 # (one copy of it in memory at once); a larger one is taken partition by partition, in slices.
 BULK_REORDER_BYTES = 256 * 1024 * 1024
+
+
+# A one-partition bulk_insert is written as a file per core only if each file gets at least this
+# many bytes of the batch (in memory): smaller writes stay one file (readers pay per file).
+BULK_SPLIT_BYTES = 16 * 1024 * 1024
+
+
+def _bulk_pieces(frame: pa.Table, threads: int) -> int:
+    """How many files a one-partition bulk_insert of ``frame`` is written as, side by side."""
+    return max(1, min(threads, frame.nbytes // BULK_SPLIT_BYTES))
 
 
 def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tuple[list[str], list[np.ndarray | None]]:
