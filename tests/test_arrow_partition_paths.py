@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from tidemark.engines.arrow import keys
 from tidemark.engines.arrow.keys import may_hold_byte, partition_path_array, partition_paths
 from tidemark.engines.arrow.take import take_columns
 from tidemark.format.names import DEFAULT_PARTITION
@@ -142,3 +143,19 @@ def test_take_columns_takes_a_shared_column_once_and_keeps_it_shared() -> None:
     taken_key, taken_record_key, taken_copy = (got.column(c).chunk(0) for c in ("key", "_hoodie_record_key", "copy"))
     assert taken_key.buffers()[2].address == taken_record_key.buffers()[2].address
     assert taken_key.buffers()[2].address != taken_copy.buffers()[2].address
+
+
+@pytest.mark.parametrize("array", [
+    pa.array(np.arange(-5_000, 5_001, dtype=np.int64)),
+    pa.chunked_array([pa.array([1.5, None, -0.0] * 1_000), pa.array([2.25] * 4_003)]),
+    pa.array([datetime.date(2020, 1, 1) + datetime.timedelta(days=i) for i in range(10_001)]),
+    pa.array([decimal.Decimal(i) / 100 for i in range(10_001)], pa.decimal128(10, 2)),
+])
+def test_keys_cast_to_text_on_threads_equal_one_cast(monkeypatch: pytest.MonkeyPatch, array: pa.Array) -> None:
+    monkeypatch.setattr(keys, "PARALLEL_CAST_ROWS", 1_000)  # several pieces on any machine of 2+ cores
+    table = pa.table({"k": array})
+    text = keys.record_key_array(table, ["k"])
+    assert text.type == pa.string()
+    assert text.to_pylist() == pc.cast(array, pa.string()).to_pylist()
+    composite = keys.record_key_array(table.append_column("j", array), ["k", "j"]).to_pylist()
+    assert composite == [None if v is None else f"k:{v},j:{v}" for v in pc.cast(array, pa.string()).to_pylist()]
