@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -69,10 +70,14 @@ def test_every_file_holds_its_partitions_rows_in_arrival_order(
 
 
 def one_partition_files(path: Path, instant: str) -> list[list[str]]:
-    """The keys of each base file ``instant`` wrote, in file order, files in the order of the
-    commit's write statistics (task order)."""
+    """The keys of each base file ``instant`` wrote, in file order, files in task order (the
+    task number leads the write token of the file's name: ``<file id>_<task>-0-<task>_<instant>``)."""
     meta = CommitMetadata.from_bytes(next((path / ".hoodie/timeline").glob(f"{instant}_*.commit")).read_bytes())
-    return [pq.read_table(path / s.path, columns=["id"]).column("id").to_pylist() for s in meta.write_stats]
+    def task(p: str) -> int:
+        return int(p.rsplit("/", 1)[-1].split("_")[1].split("-")[0])
+
+    paths = sorted((s.path for s in meta.write_stats), key=task)
+    return [pq.read_table(path / p, columns=["id"]).column("id").to_pylist() for p in paths]
 
 
 @pytest.mark.parametrize("parallelism", ["2", "1"])
@@ -155,3 +160,28 @@ def test_the_partition_path_keeps_its_dictionary_however_many_partitions_the_sam
     chosen = dictionary_columns(schema, sample)
     assert "_hoodie_partition_path" in chosen and "colour" in chosen and "id" in chosen
     assert "note" not in chosen and "_hoodie_record_key" not in chosen and "_hoodie_commit_seqno" not in chosen
+
+
+def test_inserts_go_to_the_small_file_an_upsert_rewrites_anyway(tmp_path: Path) -> None:
+    rows = batch(3_000).drop_columns(["part"])
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", ordering_field="n")
+    table.bulk_insert(rows.slice(0, 1_000))
+    second = table.bulk_insert(rows.slice(1_000))  # the larger of two small files
+    (larger,) = one_partition_files(path, second.instant_time)
+    # Updates of keys of the larger file only, and new keys: the smallest small file is not
+    # where the new keys go, the one rewritten anyway is (one base file written, not two).
+    updated = larger[:50]
+    update = rows.filter(pc.is_in(rows.column("id"), value_set=pa.array(updated)))
+    new = pa.table({"id": [f"n{i:04d}" for i in range(40)], "colour": ["red"] * 40, "note": ["new"] * 40,
+                    "n": pa.array(range(40), pa.int64())})
+    upsert = pa.concat_tables([update.set_column(3, "n", pa.array([70_000] * update.num_rows, pa.int64())), new])
+    result = table.upsert(upsert)
+    meta = CommitMetadata.from_bytes(
+        next((path / ".hoodie/timeline").glob(f"{result.instant_time}_*.commit")).read_bytes())
+    assert [(s.num_updates, s.num_inserts, s.prev_commit is not None) for s in meta.write_stats] == [(50, 40, True)]
+    expected = dict(zip(rows.column("id").to_pylist(), rows.column("n").to_pylist(), strict=True))
+    expected.update({k: 70_000 for k in updated})
+    expected.update({f"n{i:04d}": i for i in range(40)})
+    for read in (table.read(), hudi_rs_read(str(path))):
+        assert dict(zip(read.column("id").to_pylist(), read.column("n").to_pylist(), strict=True)) == expected

@@ -37,3 +37,18 @@ def test_full_small_files_take_nothing() -> None:
 
 def test_no_inserts_no_buckets() -> None:
     assert plan_inserts({"p": 0}, {}, record_size=1, max_file_size=10) == []
+
+
+def test_small_files_the_write_rewrites_anyway_are_topped_up_first() -> None:
+    small = {"p": [SmallFile("tiny", "p/tiny.parquet", 5 * MB), SmallFile("updated", "p/updated.parquet", 60 * MB),
+                   SmallFile("other", "p/other.parquet", 30 * MB)],
+             "q": [SmallFile("updated", "q/updated.parquet", 50 * MB), SmallFile("q-tiny", "q/tiny.parquet", MB)]}
+    rewritten = {("p", "updated")}  # "updated" of q is another file group: not rewritten
+    buckets = plan_inserts({"p": 1_000, "q": 1_000}, small, record_size=1024, max_file_size=120 * MB,
+                           rewritten=rewritten)
+    assert [(b.partition_path, b.file_id) for b in buckets] == [("p", "updated"), ("q", "q-tiny")]
+    # More than the rewritten file can take: the rest goes to the others, smallest first.
+    over = plan_inserts({"p": (60 + 115 + 10) * MB // 1024}, small, record_size=1024, max_file_size=120 * MB,
+                        rewritten=rewritten)
+    assert [(b.file_id, b.records) for b in over] == [("updated", 60 * MB // 1024), ("tiny", 115 * MB // 1024),
+                                                      ("other", 10 * MB // 1024)]

@@ -400,14 +400,16 @@ class WriteClient(Generic[FrameT]):
         return self.config.record_size_estimate
 
     def _plan_inserts(
-        self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool, record_size: int
+        self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool, record_size: int,
+        rewritten: frozenset[tuple[str, str]] = frozenset(),
     ) -> list[InsertBucket]:
         small: dict[str, list[SmallFile]] = {}
         if use_small_files and self.config.small_file_limit > 0:
             for base in view.latest_base_files(counts):
                 if base.size < self.config.small_file_limit:
                     small.setdefault(base.partition_path, []).append(SmallFile(base.file_id, base.path, base.size))
-        return plan_inserts(counts, small, record_size=record_size, max_file_size=self.config.max_file_size)
+        return plan_inserts(counts, small, record_size=record_size, max_file_size=self.config.max_file_size,
+                            rewritten=rewritten)
 
     def _write_weights(
         self,
@@ -468,10 +470,11 @@ class WriteClient(Generic[FrameT]):
         small_files = operation.tops_up_small_files and not self.merge_on_read
         assert profile is not None  # the simple index profiles every tagged batch
         record_size = self._record_size(view.timeline)
-        buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files, record_size=record_size)
         updates_written = operation.looks_up_keys and not (
             operation is WriteOperation.INSERT and self.config.insert_dup_policy == "drop"
         )
+        buckets = self._plan_inserts(dict(profile.inserts), view, use_small_files=small_files, record_size=record_size,
+                                     rewritten=profile.updated if updates_written else frozenset())
         weights = self._write_weights(
             latest, profile, buckets, updates_written=updates_written, record_size=record_size
         )

@@ -2,14 +2,16 @@
 
 Inserts of a partition first top up its *small* file groups (base file below
 ``hoodie.parquet.small.file.limit``) up to ``hoodie.parquet.max.file.size``,
-then fill new file groups of at most that size. Each bucket gets a share of the
+then fill new file groups of at most that size. Small file groups the write rewrites anyway
+(for its updates) come first, then the smallest: inserts routed to an untouched one would
+rewrite a whole base file more on a copy-on-write table. Each bucket gets a share of the
 partition's key-hash space proportional to the records it should take, so the
 engine can route each insert with a pure function of its key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from tidemark.format.names import new_file_id
@@ -40,8 +42,10 @@ def plan_inserts(
     *,
     record_size: int,
     max_file_size: int,
+    rewritten: Collection[tuple[str, str]] = (),
 ) -> list[InsertBucket]:
-    """Buckets for every partition with inserts, covering its whole hash range [0, 1)."""
+    """Buckets for every partition with inserts, covering its whole hash range [0, 1).
+    ``rewritten``: the (partition path, file id) of the file groups the write rewrites anyway."""
     buckets: list[InsertBucket] = []
     per_file = max(1, max_file_size // max(1, record_size))
     for partition, count in sorted(insert_counts.items()):
@@ -49,7 +53,8 @@ def plan_inserts(
             continue
         remaining = count
         shares: list[tuple[str, str | None, int]] = []
-        for small in sorted(small_files.get(partition, ()), key=lambda s: s.size):
+        for small in sorted(small_files.get(partition, ()),
+                            key=lambda s: ((partition, s.file_id) not in rewritten, s.size)):
             room = max(0, (max_file_size - small.size) // max(1, record_size))
             take = min(room, remaining)
             if take > 0:
