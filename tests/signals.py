@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 def write_atomically(path: str | os.PathLike[str], text: str = "") -> None:
     """Make ``path`` appear with ``text`` as its whole content, in one step."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")  # one per writer thread
     tmp.write_text(text)
     os.replace(tmp, target)
 

@@ -31,6 +31,7 @@ import os
 import random
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,13 @@ def _install_hooks(spec: dict[str, Any]) -> None:
         from tidemark.engines.arrow import writer as arrow_writer
 
         original_write = arrow_writer.write_file_group
+        # File groups are written on threads: only the first one to finish signals and dies (two
+        # signalling at once would race on the signal's temporary file and could leave it empty).
+        crashing = threading.Lock()
 
         def write_file_group(spec_: Any, *args: Any, **kwargs: Any) -> Any:
             stat = original_write(spec_, *args, **kwargs)
+            crashing.acquire()  # never released: the process dies holding it
             write_atomically(spec["crash_signal"], spec_.instant_time)
             _die()
             return stat
