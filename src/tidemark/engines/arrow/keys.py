@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark.engines.arrow.take import even_slices
 from tidemark.format.names import DEFAULT_PARTITION, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import escape_value
 
@@ -27,10 +28,8 @@ def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     pieces = min(os.cpu_count() or 1, len(column) // PARALLEL_CAST_ROWS)
     if pieces < 2:
         return pc.cast(column, pa.string())
-    bounds = np.linspace(0, len(column), pieces + 1).astype(np.int64)
     with ThreadPoolExecutor(max_workers=pieces, thread_name_prefix="tidemark-keys") as pool:
-        cast = pool.map(lambda a, b: pc.cast(column.slice(a, b - a), pa.string()),
-                        bounds[:-1].tolist(), bounds[1:].tolist())
+        cast = pool.map(lambda piece: pc.cast(column.slice(*piece), pa.string()), even_slices(len(column), pieces))
         return pa.chunked_array([c for part in cast for c in _chunks(part)], pa.string())
 
 

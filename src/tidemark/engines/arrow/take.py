@@ -14,6 +14,13 @@ import numpy as np
 import pyarrow as pa
 
 
+def even_slices(rows: int, pieces: int) -> list[tuple[int, int]]:
+    """(offset, length) of ``pieces`` consecutive runs covering ``rows`` rows in order, their
+    lengths within one of each other."""
+    bounds = np.linspace(0, rows, pieces + 1).astype(np.int64).tolist()
+    return [(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 class ChunkedRows:
     """``table``'s rows by position, each take costing only the rows it takes."""
 

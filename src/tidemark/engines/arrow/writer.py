@@ -26,7 +26,7 @@ from tidemark.engines.arrow.keys import (
     record_key_array,
     rows_by_code,
 )
-from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, take_columns
+from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, even_slices, take_columns
 from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
@@ -376,9 +376,8 @@ class ArrowWritePipeline:
         elif len(runs) == 1 and (pieces := _bulk_pieces(frame, write_threads(self.threads, 2))) > 1:
             # One large partition: a file per core, as Spark's tasks would write it (pyarrow
             # encodes a file on one thread, so one file would leave the other cores idle).
-            bounds = np.linspace(0, frame.num_rows, pieces + 1).astype(np.int64)
-            tasks = [partial(_write_partition, spec, ChunkedRows(frame.slice(int(a), int(b - a))), None, task)
-                     for task, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+            tasks = [partial(_write_partition, spec, ChunkedRows(frame.slice(offset, length)), None, task)
+                     for task, (offset, length) in enumerate(even_slices(frame.num_rows, pieces))]
         else:
             if len(runs) == 1 and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
                 spec = replace(spec, hash_threads=2)
