@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
 
 from tidemark.concurrency.conflict import (
     ConflictResolutionStrategy,
@@ -44,7 +43,7 @@ from tidemark.concurrency.transaction import NoLock, TableLock
 from tidemark.config import WriteConfig
 from tidemark.errors import CommitError, HeartbeatExpiredError
 from tidemark.format.commit_metadata import CommitMetadata, WriteStat, inflight_metadata_bytes, write_avro
-from tidemark.format.names import PARTITION_METAFILE, TEMP_DIR, TIMELINE_DIR, join_partition, partition_metafile_content
+from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
 from tidemark.markers import delete_markers, marked_data_files
 from tidemark.metadata.listing import table_view
 from tidemark.metadata.maintain import record_if_maintained
@@ -56,6 +55,7 @@ from tidemark.storage import CreateOutcome, Storage
 from tidemark.storage.staged import StagedFile, stage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
 from tidemark.timeline.instant_time import parse_instant_time
+from tidemark.write.partition_meta import ensure_partition_metafile
 
 _WRITE_ACTIONS = (Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT)
 
@@ -379,12 +379,9 @@ class CommitProtocol:
             )
 
     def _ensure_partition_metafiles(self, pending: PendingWrite, partitions: Iterable[str]) -> None:
-        written_at = datetime.now(UTC).strftime("%a %b %d %H:%M:%S UTC %Y")
+        # The tasks wrote them before their files (write/partition_meta.py); checked again here.
         for partition in sorted(set(partitions)):
-            path = join_partition(partition, PARTITION_METAFILE)
-            if not self.storage.exists(path):
-                depth = partition.count("/") + 1 if partition else 0
-                self.storage.create_if_absent(path, partition_metafile_content(pending.instant_time, depth, written_at))
+            ensure_partition_metafile(self.storage, partition, pending.instant_time)
 
     def _still_mine(self, pending: PendingWrite, timeline: Timeline) -> None:
         """Refuse to publish a write that was rolled back or whose heartbeat expired."""

@@ -40,6 +40,7 @@ from tidemark.write.column_encoding import parquet_options
 from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
+from tidemark.write.partition_meta import ensure_partition_metafile
 from tidemark.write.spec import WriteSpec
 
 # Rows of a stored base file read per slice while it is rewritten: the file is never decoded whole.
@@ -112,6 +113,8 @@ def write_file_group(
     if base_file is not None:
         source = storage.open_input(base_file)
         metadata = base_footer if base_footer is not None else read_file_metadata(source, path=base_file)
+    if base_file is None:  # a new file group, maybe the first file of its partition
+        ensure_partition_metafile(storage, partition_path, spec.instant_time)
     output = storage.open_output(rel_path)
     # The base file's bloom filter comes along: only the keys this write adds get hashed. (Not
     # held here: the writer keeps what it needs of it, a large filter's bits only once.)
@@ -254,7 +257,8 @@ class RowGroupBuffer:
 
 class _RollingFile:
     def __init__(
-        self, spec: WriteSpec, partition_path: str, token: str, task_partition: int, markers: MarkerWriter
+        self, spec: WriteSpec, partition_path: str, token: str, task_partition: int, markers: MarkerWriter,
+        partitions_ready: set[str],
     ) -> None:
         self.spec = spec
         self.partition_path = partition_path
@@ -262,6 +266,9 @@ class _RollingFile:
         self.name = base_file_name(self.file_id, token, spec.instant_time)
         self.rel_path = join_partition(partition_path, self.name)
         markers.create(self.rel_path, IOType.CREATE)
+        if partition_path not in partitions_ready:  # the task's first file in this partition
+            ensure_partition_metafile(spec.storage(), partition_path, spec.instant_time)
+            partitions_ready.add(partition_path)
         self.output = spec.storage().open_output(self.rel_path)
         self.full = self.output.sink
         self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
@@ -358,6 +365,7 @@ def _write_rolling(
     task_partition: int,
 ) -> Iterator[WriteStat]:
     open_files: dict[str, _RollingFile] = {}
+    partitions_ready: set[str] = set()  # whose metafile this task made sure of
     try:
         for batch in batches:
             if batch.num_rows == 0:
@@ -369,7 +377,8 @@ def _write_rolling(
                 rows = table if len(unique) == 1 else table.filter(pc.equal(partitions, partition))
                 current = open_files.get(partition)
                 if current is None:
-                    current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers)
+                    current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers,
+                                                                    partitions_ready)
                 current.write(rows)
                 if current.size() >= spec.max_file_size:
                     del open_files[partition]
