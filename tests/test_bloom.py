@@ -329,3 +329,28 @@ def test_a_footer_hashed_on_two_threads_equals_one_hashed_on_one(count: int, has
         footers.append(collected.footer(schema))
     assert footers[0][FOOTER_KEY] == footers[1][FOOTER_KEY]
     assert footers[0][FOOTER_KEY] == BloomFilter.build(keys, num_entries=footer_entries(count)).serialize()
+
+
+@pytest.mark.parametrize(("first", "count", "per_row", "max_entries"), [
+    (0, 1, 60_000, 100_000), (0, 250_000, 60_000, 100_000), (59_999, 2, 60_000, 100_000),
+    (119_999, 10, 60_000, 100_000), (120_000, 5, 60_000, 100_000), (7, 40, 3, 10), (0, 0, 5, 20),
+])
+def test_each_key_lands_in_the_row_of_its_place_in_insertion_order(
+    first: int, count: int, per_row: int, max_entries: int
+) -> None:
+    """Rows fill in turn up to the bound (rows x keys per row); past it keys go round-robin,
+    the first one to row 0 (Hudi's dynamic filter). Checked key by key against that rule."""
+    from tidemark.format.bloom import _fill_rows, _rows_of
+
+    rows = _fill_rows(per_row, max_entries)
+    bound = rows * per_row
+
+    def row(position: int) -> int:
+        if position < bound:
+            return position // per_row
+        spill = position - bound
+        return 0 if spill == 0 else (spill - 1) % rows
+
+    got = _rows_of(first, count, per_row, max_entries)
+    assert got.dtype.name == "int64"
+    assert got.tolist() == [row(p) for p in range(first, first + count)]

@@ -93,14 +93,20 @@ def _fill_rows(keys_per_row: int, max_entries: int) -> int:
     return max(1, -(-max_entries // keys_per_row))
 
 
-def _rows_of(order: np.ndarray, keys_per_row: int, max_entries: int) -> np.ndarray:
-    """The row each key lands in, from its place in insertion order."""
+def _rows_of(first: int, count: int, keys_per_row: int, max_entries: int) -> np.ndarray:
+    """The row each of the keys added at positions ``first .. first + count - 1`` lands in."""
     fill_rows = _fill_rows(keys_per_row, max_entries)
-    rows = np.minimum(order // keys_per_row, fill_rows - 1)
-    spill = order - fill_rows * keys_per_row  # keys past the bound go round-robin, the first one to row 0
-    late = spill >= 0
-    if late.any():
-        rows[late] = np.where(spill[late] == 0, 0, (spill[late] - 1) % fill_rows)
+    bound = fill_rows * keys_per_row  # keys past it go round-robin, the first one to row 0
+    end = first + count
+    rows = np.empty(count, dtype=np.int64)
+    at = first
+    while at < min(end, bound):  # rows fill in turn: a run of one row per row, no division per key
+        row_end = min(end, (at // keys_per_row + 1) * keys_per_row)
+        rows[at - first:row_end - first] = at // keys_per_row
+        at = row_end
+    if end > bound:
+        spill = np.arange(max(first, bound), end, dtype=np.int64) - bound
+        rows[max(first, bound) - first:] = np.where(spill == 0, 0, (spill - 1) % fill_rows)
     return rows
 
 
@@ -178,7 +184,7 @@ class BloomBuilder:
         """Set the bits of ``keys``, the ones added from position ``offset`` on."""
         assert self._bits is not None and self._entries is not None
         entries, max_entries = self._entries, self._max_entries
-        murmur.place(_binary(keys), lambda at: _rows_of(at + offset, entries, max_entries), self._bits, self._hashes)
+        murmur.place(_binary(keys), _rows_of(offset, len(keys), entries, max_entries), self._bits, self._hashes)
 
     def build(self) -> BloomFilter:
         if self._entries is None:

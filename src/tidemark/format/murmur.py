@@ -21,7 +21,6 @@ import ctypes
 import importlib.util
 import logging
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -275,25 +274,24 @@ def numpy_hash_chains(binary: pa.Array, count: int) -> np.ndarray:
     return chains
 
 
-def place(binary: pa.Array, rows_of: Callable[[np.ndarray], np.ndarray], bits: np.ndarray, hashes: int) -> None:
+def place(binary: pa.Array, rows: np.ndarray, bits: np.ndarray, hashes: int) -> None:
     """Set the ``hashes`` bits of each key of ``binary`` (no nulls) in its row of ``bits`` (a
-    C-contiguous bool matrix, a bit per byte): ``rows_of`` maps keys' positions in ``binary`` to
-    their rows. Only stores ones: placements of different keys may run side by side."""
+    C-contiguous bool matrix, a bit per byte): ``rows[i]`` is the row of key ``i`` (int64).
+    Only stores ones: placements of different keys may run side by side."""
     compiled = kernels()
     if compiled is not None:
         offsets, data = key_buffers(binary)
-        compiled.place(offsets, data, length_order(offsets), rows_of(np.arange(len(binary), dtype=np.int64)), bits,
-                       hashes)
+        compiled.place(offsets, data, length_order(offsets), rows, bits, hashes)
         return
-    numpy_place(binary, rows_of, bits, hashes)
+    numpy_place(binary, rows, bits, hashes)
 
 
-def numpy_place(binary: pa.Array, rows_of: Callable[[np.ndarray], np.ndarray], bits: np.ndarray, hashes: int) -> None:
+def numpy_place(binary: pa.Array, key_rows: np.ndarray, bits: np.ndarray, hashes: int) -> None:
     size = bits.shape[1]
     flat = bits.reshape(-1)
     for where, matrix in utf8_groups(binary):
         for start in range(0, len(where), CHUNK_KEYS):
-            rows = rows_of(where[start : start + CHUNK_KEYS])
+            rows = key_rows[where[start : start + CHUNK_KEYS]]
             chunk = matrix[start : start + CHUNK_KEYS]
             if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
                 place_chunk(bits[int(rows[0])], chunk, hashes, size, None)
