@@ -163,3 +163,50 @@ def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
     assert got == [0, 1, 2, 3]
     assert [(i, alone, inline) for i, alone, inline in seen if i == 2] == [(2, (2,), True)]
     assert not any(inline for i, _, inline in seen if i != 2)
+
+
+def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_does(tmp_path: Path) -> None:
+    """A lookup holds a file's keys, not its rows: two files above the size whose rewrites run
+    one at a time (engines/arrow/tasks.py) are probed side by side; the upsert's result is the
+    serial one's, and hudi-rs reads what tidemark reads."""
+    import threading
+
+    from tidemark.engines.arrow import index
+    from tidemark.engines.arrow.tasks import runs_alone
+
+    n = 13_000  # two partitions of 13,000 rows of 2 KiB of random text: a file of ~26 MiB each
+    noise = np.frombuffer(os.urandom(n * 1024), dtype=np.uint8).reshape(n, 1024)
+    text = pa.array([row.tobytes().hex() for row in noise], pa.string())
+
+    def wide(ids: range, version: int) -> pa.Table:
+        picked = pa.array(np.asarray(ids) % n)
+        return pa.table({"id": pa.array(list(ids), pa.int64()), "part": [f"p{i % 2}" for i in ids],
+                         "n": pa.array([version] * len(ids), pa.int64()), "text": text.take(picked)})
+
+    both = threading.Barrier(2, timeout=20)
+    probed_on: set[str] = set()
+    real = index._found_in_file
+
+    def found_in_file(*args: Any, **kwargs: Any) -> Any:
+        probed_on.add(threading.current_thread().name)
+        both.wait()  # the two files' probes at once, else this times out and the upsert fails
+        return real(*args, **kwargs)
+
+    tables = {}
+    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
+        table = create(tmp_path / name, options)
+        table.bulk_insert(wide(range(0, 2 * n), 0))
+        if name == "parallel":
+            sizes = [f.stat().st_size for f in (tmp_path / name).rglob("*.parquet") if ".hoodie" not in f.parts]
+            assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
+            index._found_in_file = found_in_file  # type: ignore[assignment]
+        try:
+            table.upsert(wide(range(n, 3 * n), 1))
+        finally:
+            index._found_in_file = real  # type: ignore[assignment]
+        tables[name] = table
+    assert len(probed_on) == 2 and threading.main_thread().name not in probed_on
+    serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)
+    assert parallel.equals(serial)
+    assert parallel.num_rows == 3 * n and pc.sum(parallel.column("n")).as_py() == 2 * n
+    assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(3 * n))

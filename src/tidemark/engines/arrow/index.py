@@ -64,8 +64,8 @@ class Lookup:
 
 def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) -> Lookup:
     """``frame`` (the prepared batch) with each row's file id (see the module). Files are read
-    side by side on up to ``threads`` threads (large ones alone, as their rewrites:
-    engines/arrow/tasks.py)."""
+    side by side on up to ``threads`` threads, large ones too: a probe holds a file's keys, not
+    its rows (the rewrites of large file groups run one at a time: engines/arrow/tasks.py)."""
     by_partition = PARTITION_PATH in frame.column_names
     n = frame.num_rows
     keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
@@ -78,9 +78,10 @@ def tag(frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int) 
     touched: dict[tuple[str, str], FileKeys] = {}
     probed = [(i, f, rows_of.get(f.partition_path)) for i, f in enumerate(files)]
     probed = [(i, f, rows) for i, f, rows in probed if rows is not None or not by_partition]
+    # A large file's probe gives its thread's freed pages back as it ends (its rewrite comes next).
     probes = tasks.run(
-        [partial(_probe_file, view, f, keys, rows) for _, f, rows in probed],
-        write_threads(threads, len(probed)), [f.size for _, f, _ in probed],
+        [partial(_probe_file, view, f, keys, rows, release=runs_alone(f.size)) for _, f, rows in probed],
+        write_threads(threads, len(probed)),
     )
     # A file whose footer ruled every key out was not read (None).
     read = [(i, f, rows, found) for (i, f, rows), found in zip(probed, probes, strict=True) if found is not None]
@@ -141,15 +142,19 @@ def _tag_by_join(frame: pa.Table, files: Sequence[BaseFile], view: FileSystemVie
 
 
 def _probe_file(
-    view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None
+    view: FileSystemView, f: BaseFile, keys: pa.Array, rows: np.ndarray | None, *, release: bool = False
 ) -> tuple[np.ndarray, np.ndarray, pa.Array, pq.FileMetaData | None] | None:
     """:func:`_found_in_file` for the batch's ``keys`` at ``rows`` (None: all of them), and the
-    file's footer; None when the footer rules every one of them out (the file is not read)."""
+    file's footer; None when the footer rules every one of them out (the file is not read).
+    ``release``: give the thread's freed pages back to the system at the end."""
     probe = keys if rows is None else keys.take(pa.array(rows))
     footer = read_footer(view.storage, f)
     if footer is not None and footer_verdict(footer, probe) != MAY_HOLD:
         return None
-    return (*_found_in_file(view, f.path, probe, footer), footer)
+    found = (*_found_in_file(view, f.path, probe, footer), footer)
+    if release:
+        pa.default_memory_pool().release_unused()
+    return found
 
 
 def _rows_by_code(encoded: pa.DictionaryArray) -> dict[str, np.ndarray]:
