@@ -126,32 +126,41 @@ def test_each_file_group_gets_only_its_own_rows(tmp_path: Any) -> None:
     assert sorted(r["id"] for r in got) == ids and {r["v"] for r in got} == {"b"}
 
 
-def test_file_group_runs_follow_the_sorted_rows() -> None:
-    """Random sorted batches (partitions whose text order differs from their numeric order,
-    null file ids, several chunks): every run holds exactly one (partition, file id) pair and the
-    runs cover the batch. pyarrow's group_by does not keep this order (it failed on ~1/3 of these)."""
+def test_file_groups_in_order_then_keys_in_order_is_a_sort_of_the_three_columns() -> None:
+    """Random batches (partitions whose text order differs from their numeric order, null file
+    ids, keys held twice, several chunks, a dictionary-typed partition column): the groups of
+    file_group_order, each put in key order by in_key_order, are exactly a stable sort of the
+    rows by partition path, file id and record key (nulls last), and every run holds one
+    (partition, file id) pair."""
     import random
 
-    from tidemark.engines.arrow.writer import file_group_runs
-    from tidemark.format.names import PARTITION_PATH
+    from tidemark.engines.arrow.writer import file_group_order, in_key_order
+    from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 
     rng = random.Random(1)
-    for _ in range(200):
-        n = rng.randint(1, 60)
+    for trial in range(300):
+        n = rng.randint(1, 80)
         frame = pa.table({
             PARTITION_PATH: [f"part=p{rng.randint(0, 20)}" for _ in range(n)],
             FILE_ID_COLUMN: pa.array([rng.choice(["a", "b", "c", None]) for _ in range(n)], pa.string()),
+            RECORD_KEY: [f"k{rng.randint(0, 30)}" for _ in range(n)],
         })
+        if trial % 3 == 0:
+            frame = frame.set_column(0, PARTITION_PATH, pc.dictionary_encode(frame.column(PARTITION_PATH)))
         if n > 1:
             frame = pa.concat_tables([frame.slice(0, n // 2), frame.slice(n // 2)])
-        ordered = frame.sort_by([(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending")])
-        runs = file_group_runs(ordered)
-        assert sum(count for *_, count in runs) == n
+        runs, positions = file_group_order(frame.select([PARTITION_PATH, FILE_ID_COLUMN]))
+        keys = frame.column(RECORD_KEY).combine_chunks()
+        order = np.concatenate([in_key_order(keys, positions[start:start + count]) for *_, start, count in runs])
+        plain = frame.set_column(0, PARTITION_PATH, frame.column(PARTITION_PATH).cast(pa.string()))
+        expected = pc.sort_indices(plain, sort_keys=[(PARTITION_PATH, "ascending"), (FILE_ID_COLUMN, "ascending"),
+                                                     (RECORD_KEY, "ascending")]).to_numpy()
+        assert order.tolist() == expected.tolist()
         for partition, file_id, start, count in runs:
-            rows = ordered.slice(start, count)
+            rows = plain.take(pa.array(positions[start:start + count]))
             assert set(zip(rows.column(PARTITION_PATH).to_pylist(), rows.column(FILE_ID_COLUMN).to_pylist(),
                            strict=True)) == {(partition, file_id)}
-
+    assert file_group_order(frame.slice(0, 0).select([PARTITION_PATH, FILE_ID_COLUMN]))[0] == []
 
 
 _FILE_TOO_LARGE = """
