@@ -165,7 +165,9 @@ def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
     assert not any(inline for i, _, inline in seen if i != 2)
 
 
-def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_does(tmp_path: Path) -> None:
+def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_does(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
     """A lookup holds a file's keys, not its rows: two files above the size whose rewrites run
     one at a time (engines/arrow/tasks.py) are probed side by side; the upsert's result is the
     serial one's, and hudi-rs reads what tidemark reads."""
@@ -199,11 +201,8 @@ def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_d
         if name == "parallel":
             sizes = [f.stat().st_size for f in (tmp_path / name).rglob("*.parquet") if ".hoodie" not in f.parts]
             assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
-            index._found_in_file = found_in_file  # type: ignore[assignment]
-        try:
-            table.upsert(wide(range(n, 3 * n), 1))
-        finally:
-            index._found_in_file = real  # type: ignore[assignment]
+            monkeypatch.setattr(index, "_found_in_file", found_in_file)
+        table.upsert(wide(range(n, 3 * n), 1))
         tables[name] = table
     assert len(probed_on) == 2 and threading.main_thread().name not in probed_on
     serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)

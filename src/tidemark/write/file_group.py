@@ -113,7 +113,7 @@ def write_file_group(
     if base_file is not None:
         source = storage.open_input(base_file)
         metadata = base_footer if base_footer is not None else read_file_metadata(source, path=base_file)
-    if base_file is None:  # a new file group, maybe the first file of its partition
+    else:  # a new file group, maybe the first file of its partition
         ensure_partition_metafile(storage, partition_path, spec.instant_time)
     output = storage.open_output(rel_path)
     # The base file's bloom filter comes along: only the keys this write adds get hashed. (Not
