@@ -28,6 +28,7 @@ from tidemark.format.bloom import (
     PackedFilter,
     footer_metadata,
     hash_chains,
+    probe_chunks,
 )
 
 # shared/ sits beside the checkout (CI's fresh clone); /work/shared on a developer's machine.
@@ -289,6 +290,30 @@ def test_probing_agrees_with_hadoops_membership_test_key_by_key(stored: int, ent
     # Keys hashed once for many filters (a chain longer than the filter needs), bits kept packed.
     chains = hash_chains(pa.array(probe, pa.string()), bloom.hashes + 7)
     assert PackedFilter.of(bloom).holds_hashed(chains).tolist() == expected
+
+
+@pytest.mark.parametrize("count", [0, 1, 63, 64, 65, 400, 20_000, 100_000])
+def test_holds_any_passes_cover_every_key_once_growing_from_a_few(count: int) -> None:
+    chunks = probe_chunks(count)
+    assert [start for start, _ in chunks] == [sum(n for _, n in chunks[:i]) for i in range(len(chunks))]
+    assert sum(n for _, n in chunks) == count
+    if count:
+        assert chunks[0][1] == min(count, 64)
+        assert all(n <= 16_384 for _, n in chunks)
+
+
+@pytest.mark.parametrize("held_at", [0, 63, 64, 5_000, 39_999])
+def test_holds_any_finds_a_held_key_wherever_it_stands_among_strangers(held_at: int, hashing: str) -> None:
+    """The growing passes stop at the first one with a key the filter may hold; a held key in
+    any pass (the first, across a pass boundary, the last) is found, by both filter forms."""
+    held = [f"held-{i:05d}" for i in range(1_000)]
+    bloom = BloomFilter.build(held, num_entries=1_000)
+    strangers = [f"stranger-{i:06d}" for i in range(40_000)]
+    assert not bloom.might_contain(strangers).any()  # none a false positive: the test means something
+    probe = strangers[:held_at] + [held[500]] + strangers[held_at + 1:]
+    packed = PackedFilter.of(bloom)
+    assert bloom.holds_any(probe) and packed.holds_any(pa.array(probe, pa.string()))
+    assert not bloom.holds_any(strangers) and not packed.holds_any(pa.array(strangers, pa.string()))
 
 
 def test_packed_filters_of_several_rows_answer_as_hadoop_does(hashing: str) -> None:

@@ -73,6 +73,20 @@ def num_hashes(bits: int, num_entries: int) -> int:
 
 # Re-exported: the hashing lives in murmur.py, the filter's callers find it here.
 CHUNK_KEYS = murmur.CHUNK_KEYS
+# holds_any hashes this many keys first, then four times as many each pass (up to CHUNK_KEYS):
+# a file that holds some of the keys (an upsert's updates) is usually decided by the first few,
+# and a file that holds none of them still costs every key's hashes, in a handful of passes.
+FIRST_PROBE_KEYS = 64
+
+
+def probe_chunks(count: int) -> list[tuple[int, int]]:
+    """(start, length) of the passes :meth:`BloomFilter.holds_any` makes over ``count`` keys."""
+    chunks, start, size = [], 0, FIRST_PROBE_KEYS
+    while start < count:
+        chunks.append((start, min(size, count - start)))
+        start += size
+        size = min(4 * size, CHUNK_KEYS)
+    return chunks
 
 
 def hash_chains(keys: pa.Array, count: int) -> np.ndarray:
@@ -244,11 +258,12 @@ class BloomFilter:
 
     def holds_any(self, keys: pa.Array | Sequence[str]) -> bool:
         """Whether the file may hold one of ``keys`` (False: surely none of them). Stops at the
-        first key the filter may hold: a file that holds some of a batch's keys costs one chunk."""
+        first pass with a key the filter may hold (:func:`probe_chunks`): a file that holds
+        some of a batch's keys usually costs the first few keys' hashes."""
         array = keys if isinstance(keys, pa.Array) else pa.array(list(keys), pa.string())
         if murmur.kernels() is not None:
-            return any(self._holds_hashed(hash_chains(array.slice(start, CHUNK_KEYS), self.hashes)).any()
-                       for start in range(0, len(array), CHUNK_KEYS))
+            return any(self._holds_hashed(hash_chains(array.slice(start, length), self.hashes)).any()
+                       for start, length in probe_chunks(len(array)))
         for _, matrix in murmur.utf8_groups(_binary(array)):
             for start in range(0, len(matrix), CHUNK_KEYS):
                 if self._probe(matrix[start : start + CHUNK_KEYS], stop_at_first=True).any():
@@ -401,10 +416,10 @@ class PackedFilter:
 
     def holds_any(self, keys: pa.Array) -> bool:
         """:meth:`BloomFilter.holds_any` (keys as a string array, no nulls), on the packed bits:
-        a chunk of keys hashed at a time, stopping at the first chunk with a key the filter may
-        hold."""
-        return any(self.holds_hashed(hash_chains(keys.slice(start, CHUNK_KEYS), self.hashes)).any()
-                   for start in range(0, len(keys), CHUNK_KEYS))
+        the keys hashed in growing passes (:func:`probe_chunks`), stopping at the first pass with
+        a key the filter may hold."""
+        return any(self.holds_hashed(hash_chains(keys.slice(start, length), self.hashes)).any()
+                   for start, length in probe_chunks(len(keys)))
 
 
 def _footer_steps() -> tuple[int, ...]:

@@ -34,9 +34,13 @@ def read_data_file(
     Raises CorruptDataFileError if the file is not readable parquet, FileNotFoundError if it is gone.
     """
     wanted = list(columns) if columns is not None else None
+    # One column of a local file (a lookup's record keys): no pre-buffering (a copy of what a
+    # local read gets anyway) and no threads (pyarrow decodes a column on one): ~0.15 ms less
+    # per file, which a lookup over a hundred small files pays a hundred times.
+    one_local_column = wanted is not None and len(wanted) == 1 and isinstance(full_path, str)
     try:
-        stored = pq.ParquetFile(full_path, metadata=metadata)
-        quick = _read_directly(stored, schema, wanted)
+        stored = pq.ParquetFile(full_path, metadata=metadata, pre_buffer=not one_local_column)
+        quick = _read_directly(stored, schema, wanted, use_threads=not one_local_column)
         if quick is not None:
             return quick
         if not isinstance(full_path, str):
@@ -48,7 +52,9 @@ def read_data_file(
         raise _corrupt(exc, path or str(full_path)) from None
 
 
-def _read_directly(stored: pq.ParquetFile, schema: pa.Schema | None, columns: list[str] | None) -> pa.Table | None:
+def _read_directly(
+    stored: pq.ParquetFile, schema: pa.Schema | None, columns: list[str] | None, *, use_threads: bool = True
+) -> pa.Table | None:
     """The file's rows read straight from its reader, or None when pyarrow's dataset layer is
     needed (a column type to cast, a requested column the file lacks: it raises for those).
 
@@ -60,12 +66,12 @@ def _read_directly(stored: pq.ParquetFile, schema: pa.Schema | None, columns: li
     if schema is None:
         if columns is not None and not set(columns) <= set(names):
             return None
-        return stored.read(columns=columns)
+        return stored.read(columns=columns, use_threads=use_threads)
     wanted = [schema.field(c) for c in columns] if columns is not None else list(schema)
     present = [f for f in wanted if f.name in names]
     if any(stored_schema.field(f.name).type != f.type for f in present):
         return None
-    rows = stored.read(columns=[f.name for f in present])
+    rows = stored.read(columns=[f.name for f in present], use_threads=use_threads)
     arrays = [rows.column(f.name) if f.name in names else pa.nulls(rows.num_rows, f.type) for f in wanted]
     return pa.Table.from_arrays(arrays, schema=pa.schema(wanted, metadata=schema.metadata))
 
