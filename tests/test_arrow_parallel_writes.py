@@ -209,3 +209,61 @@ def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_d
     assert parallel.equals(serial)
     assert parallel.num_rows == 3 * n and pc.sum(parallel.column("n")).as_py() == 2 * n
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(3 * n))
+
+
+def test_a_small_writes_large_file_groups_are_scheduled_side_by_side_a_large_ones_by_weight() -> None:
+    from tidemark.engines.arrow.tasks import SIDE_BY_SIDE_WRITE_BYTES, scheduling_weights
+
+    mib = 1024 * 1024
+    assert scheduling_weights(None) is None
+    assert scheduling_weights([27 * mib, 27 * mib]) is None  # 54 MiB in all: side by side
+    assert scheduling_weights([SIDE_BY_SIDE_WRITE_BYTES // 2] * 2) is None
+    ten = [27 * mib] * 10  # a 5M-row upsert's ten file groups: one at a time, for memory
+    assert scheduling_weights(ten) == ten
+    assert scheduling_weights([SIDE_BY_SIDE_WRITE_BYTES // 2 + 1] * 2) is not None
+
+
+def test_an_upsert_rewriting_two_large_files_in_all_rewrites_them_side_by_side(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Two file groups above the size whose rewrites run one at a time in a large write (a
+    write of many) are rewritten at once when they are the whole write; the table equals the
+    serial write's, and hudi-rs reads what tidemark reads."""
+    import threading
+
+    from tidemark.engines.arrow import writer
+    from tidemark.engines.arrow.tasks import runs_alone
+
+    n = 13_000  # two partitions of 13,000 rows of 2 KiB of random text: a file of ~26 MiB each
+    noise = np.frombuffer(os.urandom(n * 1024), dtype=np.uint8).reshape(n, 1024)
+    text = pa.array([row.tobytes().hex() for row in noise], pa.string())
+
+    def wide(ids: range, version: int) -> pa.Table:
+        picked = pa.array(np.asarray(ids) % n)
+        return pa.table({"id": pa.array(list(ids), pa.int64()), "part": [f"p{i % 2}" for i in ids],
+                         "n": pa.array([version] * len(ids), pa.int64()), "text": text.take(picked)})
+
+    both = threading.Barrier(2, timeout=30)
+    written_on: set[str] = set()
+    real = writer.write_file_group
+
+    def write_file_group(*args: Any, **kwargs: Any) -> Any:
+        written_on.add(threading.current_thread().name)
+        both.wait()  # both rewrites at once, else this times out and the upsert fails
+        return real(*args, **kwargs)
+
+    tables = {}
+    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
+        table = create(tmp_path / name, options)
+        table.bulk_insert(wide(range(0, 2 * n), 0))
+        if name == "parallel":
+            sizes = [f.stat().st_size for f in (tmp_path / name).rglob("*.parquet") if ".hoodie" not in f.parts]
+            assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
+            monkeypatch.setattr(writer, "write_file_group", write_file_group)
+        table.upsert(wide(range(2 * n - 200, 2 * n + 200), 1))  # a few updates and inserts in each file group
+        tables[name] = table
+    assert len(written_on) == 2 and threading.main_thread().name not in written_on
+    serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)
+    assert parallel.equals(serial)
+    assert parallel.num_rows == 2 * n + 200 and pc.sum(parallel.column("n")).as_py() == 400
+    assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(2 * n + 200))

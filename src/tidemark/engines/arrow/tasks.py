@@ -15,7 +15,9 @@ is the serial one's:
   (measured: a 5M-row upsert of five 51 MiB file groups, 1.09x -> 1.79x the rewritten bytes
   above the baseline; of ten 27 MiB ones, 1.15x -> 1.68x: the allocators' pages kept per
   thread, not Arrow's live buffers, which grow by ~60 MiB), while many small file groups are
-  where threads pay most;
+  where threads pay most; a write of SIDE_BY_SIDE_WRITE_BYTES or less in all is scheduled
+  without weights (:func:`scheduling_weights`): its two large file groups at most run side by
+  side (an upsert of two 27 MiB file groups: ~0.6 -> ~0.5 s, its peak ~100 MiB higher);
 * once a task fails (or the write is cancelled), no further task starts; the running ones are
   waited for, so no file is being written when the caller rolls the instant back, and the
   failure of the first failing task (in task order) is raised, as the serial loop would.
@@ -37,11 +39,22 @@ T = TypeVar("T")
 # task larger than half of it runs alone (so the two files of a one-partition bulk_insert of a
 # million narrow rows, ~27 MiB each, are rewritten one at a time).
 PARALLEL_WRITE_BYTES = 48 * 1024 * 1024
+# A write whose file groups weigh this much or less in all runs them side by side, large or not:
+# one-at-a-time keeps the peak of a write that rewrites many large files near one rewrite's
+# working set (the memory target: 2x the rewritten bytes), while a write this small rewrites
+# two files at most and its peak is the process's baseline, not its files.
+SIDE_BY_SIDE_WRITE_BYTES = 2 * PARALLEL_WRITE_BYTES
 
 
 def runs_alone(weight: int, budget: int = PARALLEL_WRITE_BYTES) -> bool:
     """Whether a task of ``weight`` expected bytes runs alone (no two such tasks fit the budget)."""
     return 2 * weight > budget
+
+
+def scheduling_weights(weights: Sequence[int] | None) -> Sequence[int] | None:
+    """The weights :meth:`WriteTasks.run` is to schedule by: None (no task runs alone, every
+    task may run beside others) for a write of at most SIDE_BY_SIDE_WRITE_BYTES in all."""
+    return None if weights is None or sum(weights) <= SIDE_BY_SIDE_WRITE_BYTES else weights
 
 
 def write_threads(configured: int, tasks: int) -> int:

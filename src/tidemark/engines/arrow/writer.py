@@ -28,7 +28,7 @@ from tidemark.engines.arrow.keys import (
     stable_order,
 )
 from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, even_slices, take_columns
-from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
+from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, scheduling_weights, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
@@ -323,7 +323,8 @@ class ArrowWritePipeline:
         # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
         # large file groups one at a time (their expected bytes: memory).
         expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
-        alone = len(runs) == 1 or (expected is not None and all(map(runs_alone, expected)))
+        scheduled = scheduling_weights(expected)  # a small write's groups all side by side
+        alone = len(runs) == 1 or (scheduled is not None and all(map(runs_alone, scheduled)))
         if alone and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
             spec = replace(spec, hash_threads=2)
         tasks: list[Callable[[], WriteStat]] = [
@@ -332,7 +333,7 @@ class ArrowWritePipeline:
                     release=expected is None or runs_alone(expected[task]))
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
-        return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), expected)
+        return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), scheduled)
 
     def _write_group(
         self, spec: WriteSpec, rows: ChunkedRows, keys: pa.Array, positions: np.ndarray, partition: str,
