@@ -140,6 +140,21 @@ def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:
         assert got.to_pylist() == whole.take(pa.array(positions, pa.int64())).to_pylist()
 
 
+def large_rows(n: int) -> Any:
+    """``wide(ids, version)``: rows of two partitions, each row 2 KiB of random text, so that a
+    bulk_insert of ``2 * n`` rows (n = 13,000) makes two files of ~26 MiB: above the size whose
+    rewrites run one at a time in a large write."""
+    noise = np.frombuffer(os.urandom(n * 1024), dtype=np.uint8).reshape(n, 1024)
+    text = pa.array([row.tobytes().hex() for row in noise], pa.string())
+
+    def wide(ids: range, version: int) -> pa.Table:
+        picked = pa.array(np.asarray(ids) % n)
+        return pa.table({"id": pa.array(list(ids), pa.int64()), "part": [f"p{i % 2}" for i in ids],
+                         "n": pa.array([version] * len(ids), pa.int64()), "text": text.take(picked)})
+
+    return wide
+
+
 def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
     import threading
 
@@ -165,6 +180,44 @@ def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
     assert not any(inline for i, _, inline in seen if i != 2)
 
 
+def upsert_two_large_files_both_ways(
+    tmp_path: Path, monkeypatch: Any, module: Any, function: str, upsert: range, timeout: float
+) -> tuple[pa.Table, set[str]]:
+    """Two tables of two ~26 MiB file groups (:func:`large_rows`), one written on one thread, one
+    on two; the same upsert of ``upsert`` ids to each, where in the parallel one the two calls
+    of ``module.function`` must run at once (a barrier: else it times out and the upsert fails).
+    Checks that the tables are equal; returns the parallel table's rows and the threads the
+    calls ran on."""
+    import threading
+
+    from tidemark.engines.arrow.tasks import runs_alone
+
+    n = 13_000
+    wide = large_rows(n)
+    both = threading.Barrier(2, timeout=timeout)
+    ran_on: set[str] = set()
+    real = getattr(module, function)
+
+    def at_once(*args: Any, **kwargs: Any) -> Any:
+        ran_on.add(threading.current_thread().name)
+        both.wait()
+        return real(*args, **kwargs)
+
+    tables = {}
+    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
+        table = create(tmp_path / name, options)
+        table.bulk_insert(wide(range(0, 2 * n), 0))
+        if name == "parallel":
+            sizes = [(tmp_path / name / f).stat().st_size for f in data_files(tmp_path / name)]
+            assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
+            monkeypatch.setattr(module, function, at_once)
+        table.upsert(wide(upsert, 1))
+        tables[name] = table
+    serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)
+    assert parallel.equals(serial)
+    return parallel, ran_on
+
+
 def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_does(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
@@ -174,39 +227,11 @@ def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_d
     import threading
 
     from tidemark.engines.arrow import index
-    from tidemark.engines.arrow.tasks import runs_alone
 
-    n = 13_000  # two partitions of 13,000 rows of 2 KiB of random text: a file of ~26 MiB each
-    noise = np.frombuffer(os.urandom(n * 1024), dtype=np.uint8).reshape(n, 1024)
-    text = pa.array([row.tobytes().hex() for row in noise], pa.string())
-
-    def wide(ids: range, version: int) -> pa.Table:
-        picked = pa.array(np.asarray(ids) % n)
-        return pa.table({"id": pa.array(list(ids), pa.int64()), "part": [f"p{i % 2}" for i in ids],
-                         "n": pa.array([version] * len(ids), pa.int64()), "text": text.take(picked)})
-
-    both = threading.Barrier(2, timeout=20)
-    probed_on: set[str] = set()
-    real = index._found_in_file
-
-    def found_in_file(*args: Any, **kwargs: Any) -> Any:
-        probed_on.add(threading.current_thread().name)
-        both.wait()  # the two files' probes at once, else this times out and the upsert fails
-        return real(*args, **kwargs)
-
-    tables = {}
-    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
-        table = create(tmp_path / name, options)
-        table.bulk_insert(wide(range(0, 2 * n), 0))
-        if name == "parallel":
-            sizes = [f.stat().st_size for f in (tmp_path / name).rglob("*.parquet") if ".hoodie" not in f.parts]
-            assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
-            monkeypatch.setattr(index, "_found_in_file", found_in_file)
-        table.upsert(wide(range(n, 3 * n), 1))
-        tables[name] = table
+    n = 13_000
+    parallel, probed_on = upsert_two_large_files_both_ways(
+        tmp_path, monkeypatch, index, "_found_in_file", range(n, 3 * n), timeout=20)
     assert len(probed_on) == 2 and threading.main_thread().name not in probed_on
-    serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)
-    assert parallel.equals(serial)
     assert parallel.num_rows == 3 * n and pc.sum(parallel.column("n")).as_py() == 2 * n
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(3 * n))
 
@@ -232,38 +257,10 @@ def test_an_upsert_rewriting_two_large_files_in_all_rewrites_them_side_by_side(
     import threading
 
     from tidemark.engines.arrow import writer
-    from tidemark.engines.arrow.tasks import runs_alone
 
-    n = 13_000  # two partitions of 13,000 rows of 2 KiB of random text: a file of ~26 MiB each
-    noise = np.frombuffer(os.urandom(n * 1024), dtype=np.uint8).reshape(n, 1024)
-    text = pa.array([row.tobytes().hex() for row in noise], pa.string())
-
-    def wide(ids: range, version: int) -> pa.Table:
-        picked = pa.array(np.asarray(ids) % n)
-        return pa.table({"id": pa.array(list(ids), pa.int64()), "part": [f"p{i % 2}" for i in ids],
-                         "n": pa.array([version] * len(ids), pa.int64()), "text": text.take(picked)})
-
-    both = threading.Barrier(2, timeout=30)
-    written_on: set[str] = set()
-    real = writer.write_file_group
-
-    def write_file_group(*args: Any, **kwargs: Any) -> Any:
-        written_on.add(threading.current_thread().name)
-        both.wait()  # both rewrites at once, else this times out and the upsert fails
-        return real(*args, **kwargs)
-
-    tables = {}
-    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
-        table = create(tmp_path / name, options)
-        table.bulk_insert(wide(range(0, 2 * n), 0))
-        if name == "parallel":
-            sizes = [f.stat().st_size for f in (tmp_path / name).rglob("*.parquet") if ".hoodie" not in f.parts]
-            assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)
-            monkeypatch.setattr(writer, "write_file_group", write_file_group)
-        table.upsert(wide(range(2 * n - 200, 2 * n + 200), 1))  # a few updates and inserts in each file group
-        tables[name] = table
+    n = 13_000  # a few updates and inserts in each file group
+    parallel, written_on = upsert_two_large_files_both_ways(
+        tmp_path, monkeypatch, writer, "write_file_group", range(2 * n - 200, 2 * n + 200), timeout=30)
     assert len(written_on) == 2 and threading.main_thread().name not in written_on
-    serial, parallel = (tables[t].read().sort_by("id").select(["id", "part", "n", "text"]) for t in tables)
-    assert parallel.equals(serial)
     assert parallel.num_rows == 2 * n + 200 and pc.sum(parallel.column("n")).as_py() == 400
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(2 * n + 200))
