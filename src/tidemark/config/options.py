@@ -351,11 +351,14 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "hoodie.write.markers.type",
-        "DIRECT",
+        None,
         choice("DIRECT", "TIMELINE_SERVER_BASED"),
         "How markers are kept: DIRECT = one empty file per data file under .hoodie/.temp/<instant>/; "
-        "TIMELINE_SERVER_BASED = tasks send markers to a server in the driver, which batches them "
-        "into a few MARKERS<n> files (fewer files for writes of many files).",
+        "TIMELINE_SERVER_BASED = a few MARKERS<n> files there (fewer files for writes of many files): "
+        "the Arrow engine's tasks, threads of the writing process, write them themselves, the markers "
+        "of every planned file in one; Spark's tasks send theirs to a marker server in the driver, "
+        "which batches them. Default: TIMELINE_SERVER_BASED for the Arrow engine, DIRECT for the Spark "
+        "engine and wherever early conflict detection uses direct markers.",
     ),
     Option(
         "hoodie.markers.timeline_server_based.batch.interval_ms",

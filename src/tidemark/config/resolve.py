@@ -82,7 +82,7 @@ class WriteConfig:
     set_null_for_missing_columns: bool
     concurrency_mode: str
     failed_writes_policy: str
-    markers_type: str
+    markers_type: str | None  # None: the engine's default (engine-free code cannot know it)
     bulk_insert_parallelism: int
     upsert_parallelism: int
     retries_on_conflict: int = 0
@@ -144,7 +144,7 @@ _FIELDS = {
 }
 
 
-def _early_conflict(raw: Mapping[str, str], values: Mapping[str, Any]) -> EarlyConflictSettings | None:
+def _early_conflict(raw: Mapping[str, str], values: dict[str, Any]) -> EarlyConflictSettings | None:
     key = "hoodie.write.concurrency.early.conflict.detection.enable"
     if not parse_option(key, raw):
         return None
@@ -164,6 +164,8 @@ def _early_conflict(raw: Mapping[str, str], values: Mapping[str, Any]) -> EarlyC
     if strategy is None:
         server = values["markers_type"] == "TIMELINE_SERVER_BASED"
         strategy = DetectionStrategy.ASYNC_TIMELINE_SERVER if server else DetectionStrategy.SIMPLE_DIRECT
+    if values["markers_type"] is None:  # the markers the strategy works on
+        values["markers_type"] = "DIRECT" if strategy.uses_direct_markers else "TIMELINE_SERVER_BASED"
     settings = EarlyConflictSettings(
         strategy=strategy,
         check_commit_conflict=parse_option("hoodie.write.concurrency.early.conflict.check.commit.conflict", raw),
@@ -345,11 +347,12 @@ def resolve_write_config(options: Mapping[str, Any] | None) -> WriteConfig:
         )
         values["failed_writes_policy"] = "LAZY"
     clean = _clean_config(raw)
+    early_conflict = _early_conflict(raw, values)  # may settle the marker type
     config = replace(
         WriteConfig(**values),
         metadata_bootstrap="hoodie.metadata.enable" in raw and bool(values["metadata_enable"]),
         lock=_lock_settings(raw),
-        early_conflict=_early_conflict(raw, values),
+        early_conflict=early_conflict,
         clustering=_clustering_config(raw),
         clean=clean,
         archive=_archive_config(raw, clean),

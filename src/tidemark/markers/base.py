@@ -70,7 +70,9 @@ def parse_marker(name: str) -> Marker | None:
 class MarkerSpec:
     """How the tasks of one write keep markers; picklable, shipped with the write spec.
 
-    ``server_url`` is set for TIMELINE_SERVER_BASED markers; ``early_conflict``
+    ``server_url`` is set for TIMELINE_SERVER_BASED markers kept by the marker server,
+    ``batch_id`` for ones the tasks write themselves (:mod:`.batch`: tasks that are threads of
+    the writing process); ``early_conflict``
     when early conflict detection is on; ``fence`` when the engine's tasks can outlive a
     failed write (Spark's), to check before each marker that the write was not rolled back
     (:mod:`.fence`).
@@ -78,6 +80,7 @@ class MarkerSpec:
 
     type: MarkerType = MarkerType.DIRECT
     server_url: str | None = None
+    batch_id: str | None = None
     early_conflict: EarlyConflictSettings | None = None
     fence: WriteFence | None = None
 

@@ -9,7 +9,8 @@ from tidemark.storage import Storage
 
 
 def open_marker_writer(storage: Storage, instant_time: str, spec: MarkerSpec) -> MarkerWriter:
-    """A writer for the markers of ``instant_time`` as ``spec`` says (direct or via the server).
+    """A writer for the markers of ``instant_time`` as ``spec`` says (direct, via the server, or
+    the in-process batch of :mod:`.batch`).
 
     With early conflict detection on direct markers, every marker is created only
     after its file group passed the check; with the marker server, the server
@@ -35,6 +36,10 @@ class _FencedMarkerWriter:
 
 
 def _open(storage: Storage, instant_time: str, spec: MarkerSpec) -> MarkerWriter:
+    if spec.type is MarkerType.TIMELINE_SERVER_BASED and spec.batch_id is not None:
+        from tidemark.markers.batch import open_batch
+
+        return open_batch(spec.batch_id)
     if spec.type is MarkerType.TIMELINE_SERVER_BASED:
         from tidemark.markers.server import MarkerServerClient
 

@@ -33,6 +33,7 @@ from tidemark.format.schema import avro_schema_json, with_meta_columns
 from tidemark.format.schema_evolution import evolve
 from tidemark.fsview import BaseFile, FileSystemView
 from tidemark.markers import MarkerSpec, MarkerType
+from tidemark.markers.batch import MarkerBatch
 from tidemark.markers.early_conflict import ConflictDetector, ConflictSignalWatcher, FileGroup
 from tidemark.markers.fence import WriteFence
 from tidemark.markers.server import MarkerServer
@@ -149,7 +150,14 @@ class WriteClient(Generic[FrameT]):
         if early is not None:
             early = early.for_write(pending.instant_time, pending.seen or frozenset())
         fence = WriteFence(pending.instant_time, pending.action) if pipeline.tasks_outlive_failures else None
-        if self.config.markers_type != MarkerType.TIMELINE_SERVER_BASED.value:
+        in_process = pipeline.tasks_in_writer_process and early is None
+        # Unset: what costs a write least. Tasks that are this process's threads write MARKERS
+        # files (the planned markers in one); executors create direct markers. (With early
+        # conflict detection on, the option was resolved with its strategy.)
+        marker_type = self.config.markers_type or (
+            MarkerType.TIMELINE_SERVER_BASED.value if in_process else MarkerType.DIRECT.value
+        )
+        if marker_type != MarkerType.TIMELINE_SERVER_BASED.value:
             direct = MarkerSpec(MarkerType.DIRECT, early_conflict=early, fence=fence)
             spec = replace(spec, instant_time=pending.instant_time, markers=direct)
             if early is None:
@@ -165,6 +173,11 @@ class WriteClient(Generic[FrameT]):
                 raise
             finally:
                 watcher.stop()
+            return
+        if in_process:
+            with MarkerBatch(self.storage, pending.instant_time, max_files=self.config.marker_batch_threads) as batch:
+                batched = MarkerSpec(MarkerType.TIMELINE_SERVER_BASED, batch_id=batch.batch_id, fence=fence)
+                yield replace(spec, instant_time=pending.instant_time, markers=batched), None
             return
         server = MarkerServer(
             self.storage,

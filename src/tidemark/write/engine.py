@@ -89,6 +89,12 @@ class WritePipeline(Protocol[FrameT]):
         ...
 
     @property
+    def tasks_in_writer_process(self) -> bool:
+        """Whether the engine's tasks run in this process (threads): they can then write the
+        write's MARKERS files themselves (``markers/batch.py``), the default for their markers."""
+        ...
+
+    @property
     def tasks_outlive_failures(self) -> bool:
         """Whether a task may still be writing after the write failed (Spark's: a cancelled task
         runs on until it is killed): its files are then fenced (``markers/fence.py``)."""

@@ -13,7 +13,7 @@ merge-on-read table an existing file group gets a log file instead
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -33,7 +33,7 @@ from tidemark.format.names import (
     new_file_id,
 )
 from tidemark.format.parquet_file import iter_data_file, read_file_metadata
-from tidemark.markers import IOType, MarkerWriter, open_marker_writer
+from tidemark.markers import IOType, Marker, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import same_values
 from tidemark.write.column_encoding import parquet_options
@@ -63,6 +63,19 @@ def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
         fields.append(field)
     ops = incoming.column(OP_COLUMN) if OP_COLUMN in incoming.column_names else constant(OP_UPSERT, n)
     return pa.Table.from_arrays([*arrays, ops], schema=pa.schema([*fields, pa.field(OP_COLUMN, pa.string())]))
+
+
+def base_file_marker(
+    spec: WriteSpec, *, partition_path: str, file_id: str, base_file: str | None, token: str
+) -> Marker | None:
+    """The marker :func:`write_file_group` creates for these arguments: its new base file's, or
+    None where it appends a log file instead (a merge-on-read table's existing file group), whose
+    name only the append learns. An engine may declare it before the task runs
+    (:mod:`tidemark.markers.batch`)."""
+    if spec.log_schema is not None and base_file is not None:
+        return None
+    name = base_file_name(file_id, token, spec.instant_time)
+    return Marker(join_partition(partition_path, name), IOType.MERGE if base_file else IOType.CREATE)
 
 
 def write_file_group(
@@ -95,12 +108,13 @@ def write_file_group(
                                base_file=base_file, token=token, task_partition=task_partition)
     started = time.monotonic()
     storage = spec.storage()
-    name = base_file_name(file_id, token, spec.instant_time)
-    rel_path = join_partition(partition_path, name)
+    marker = base_file_marker(spec, partition_path=partition_path, file_id=file_id, base_file=base_file, token=token)
+    assert marker is not None  # a base file is written: not a log append
+    name, rel_path = marker.file_name, marker.data_file
     # The marker goes first: with early conflict detection this is where a doomed write stops.
     markers = open_marker_writer(storage, spec.instant_time, spec.markers)
     try:
-        markers.create(rel_path, IOType.MERGE if base_file else IOType.CREATE)
+        markers.create(marker.data_file, marker.io_type)
     finally:
         markers.close()
 
@@ -258,11 +272,11 @@ class RowGroupBuffer:
 class _RollingFile:
     def __init__(
         self, spec: WriteSpec, partition_path: str, token: str, task_partition: int, markers: MarkerWriter,
-        partitions_ready: set[str],
+        partitions_ready: set[str], file_id: str | None = None,
     ) -> None:
         self.spec = spec
         self.partition_path = partition_path
-        self.file_id = new_file_id()
+        self.file_id = file_id or new_file_id()
         self.name = base_file_name(self.file_id, token, spec.instant_time)
         self.rel_path = join_partition(partition_path, self.name)
         markers.create(self.rel_path, IOType.CREATE)
@@ -342,18 +356,27 @@ class _RollingFile:
 
 
 def write_new_files(
-    spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], *, token: str, task_partition: int
+    spec: WriteSpec, batches: Iterable[pa.RecordBatch | pa.Table], *, token: str, task_partition: int,
+    file_ids: Mapping[str, str] | None = None,
 ) -> Iterator[WriteStat]:
     """Write every batch (or table) into new file groups, one open file per partition path at a time.
 
     A file is closed and a new file group started once it reaches ``max_file_size``
     on disk; sizes are checked after each batch, so files overshoot by at most one batch.
+    ``file_ids``: the file id of the first file of some partition paths, chosen by the caller
+    (who may have declared its marker, :func:`new_file_marker`); other files get new ones.
     """
     markers = open_marker_writer(spec.storage(), spec.instant_time, spec.markers)
     try:
-        yield from _write_rolling(spec, batches, markers, token=token, task_partition=task_partition)
+        yield from _write_rolling(spec, batches, markers, token=token, task_partition=task_partition,
+                                  file_ids=dict(file_ids or {}))
     finally:
         markers.close()
+
+
+def new_file_marker(spec: WriteSpec, *, partition_path: str, file_id: str, token: str) -> Marker:
+    """The marker :func:`write_new_files` creates for the file ``file_id`` it was given."""
+    return Marker(join_partition(partition_path, base_file_name(file_id, token, spec.instant_time)), IOType.CREATE)
 
 
 def _write_rolling(
@@ -363,6 +386,7 @@ def _write_rolling(
     *,
     token: str,
     task_partition: int,
+    file_ids: dict[str, str],
 ) -> Iterator[WriteStat]:
     open_files: dict[str, _RollingFile] = {}
     partitions_ready: set[str] = set()  # whose metafile this task made sure of
@@ -378,7 +402,7 @@ def _write_rolling(
                 current = open_files.get(partition)
                 if current is None:
                     current = open_files[partition] = _RollingFile(spec, partition, token, task_partition, markers,
-                                                                    partitions_ready)
+                                                                    partitions_ready, file_ids.pop(partition, None))
                 current.write(rows)
                 if current.size() >= spec.max_file_size:
                     del open_files[partition]

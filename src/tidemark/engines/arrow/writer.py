@@ -31,14 +31,15 @@ from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, even_slice
 from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, scheduling_weights, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
 from tidemark.format.commit_metadata import WriteStat
-from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, write_token
+from tidemark.format.names import FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY, new_file_id, write_token
 from tidemark.format.partition_path import check_partition_paths
 from tidemark.fsview import FileSystemView
+from tidemark.markers.batch import declare_markers
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, greatest_per_key
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.column_encoding import with_encoding_choice
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, write_file_group, write_new_files
+from tidemark.write.file_group import WriteSpec, base_file_marker, new_file_marker, write_file_group, write_new_files
 from tidemark.write.meta_columns import constant, constant_dictionary
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket
@@ -99,6 +100,7 @@ class ArrowWritePipeline:
 
     marker_server_host = "127.0.0.1"  # the "tasks" run in this process
     tasks_outlive_failures = False  # a failed write returns once its threads have stopped
+    tasks_in_writer_process = True  # its tasks are threads: they write MARKERS files themselves
 
     def __init__(self, layout: TableLayout, user_schema: pa.Schema, *, threads: int = 0) -> None:
         self.layout = layout
@@ -333,6 +335,12 @@ class ArrowWritePipeline:
                     release=expected is None or runs_alone(expected[task]))
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
+        # Every planned base file's marker in one write, before any task (markers/batch.py).
+        declare_markers(spec.markers.batch_id, [
+            marker for task, (partition, file_id, _, _) in enumerate(runs)
+            if (marker := base_file_marker(spec, partition_path=partition, file_id=file_id, token=_token(task),
+                                           base_file=base_files.get((partition, file_id)))) is not None
+        ])
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), scheduled)
 
     def _write_group(
@@ -344,7 +352,7 @@ class ArrowWritePipeline:
         known = self._known_keys(partition, file_id, base_file)
         stat = write_file_group(
             spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
-            token=write_token(task, 0, task), task_partition=task,
+            token=_token(task), task_partition=task,
             touched_rows=known.rows if known is not None else None,
             stored_keys=known.keys if known is not None else None,
             base_footer=known.footer if known is not None else None,
@@ -358,6 +366,7 @@ class ArrowWritePipeline:
         """One task per partition path (in the order the batch first names them), written side
         by side; each task takes its partition's rows in slices, rolling over at the file size."""
         paths, runs = partition_rows(frame, self._known_paths(frame))
+        first_file = [(path, new_file_id()) for path in paths]  # a task per partition path, in this order
         spec = with_encoding_choice(spec, frame)
         spec.storage()  # opened (and cached) here, not by the threads at once
         if len(runs) > 1 and frame.nbytes <= BULK_REORDER_BYTES:
@@ -372,18 +381,28 @@ class ArrowWritePipeline:
                            PARTITION_PATH, constant_dictionary(path, int(b - a))))
                        for path, a, b in zip(paths, starts[:-1], starts[1:], strict=True)]
             tasks: list[Callable[[], list[WriteStat]]] = [
-                partial(_write_partition, spec, part, None, task) for task, part in enumerate(sources)
+                partial(_write_partition, spec, part, None, task, first_file[task])
+                for task, part in enumerate(sources)
             ]
         elif len(runs) == 1 and (pieces := _bulk_pieces(frame, write_threads(self.threads, 2))) > 1:
             # One large partition: a file per core, as Spark's tasks would write it (pyarrow
             # encodes a file on one thread, so one file would leave the other cores idle).
-            tasks = [partial(_write_partition, spec, ChunkedRows(frame.slice(offset, length)), None, task)
+            first_file = [(paths[0], new_file_id()) for _ in range(pieces)]
+            tasks = [partial(_write_partition, spec, ChunkedRows(frame.slice(offset, length)), None, task,
+                             first_file[task])
                      for task, (offset, length) in enumerate(even_slices(frame.num_rows, pieces))]
         else:
             if len(runs) == 1 and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
                 spec = replace(spec, hash_threads=2)
             source = ChunkedRows(frame)
-            tasks = [partial(_write_partition, spec, source, rows, task) for task, rows in enumerate(runs)]
+            tasks = [partial(_write_partition, spec, source, rows, task, first_file[task])
+                     for task, rows in enumerate(runs)]
+        # Each task writes one partition: its first file's id is chosen here and its marker
+        # declared with the others', in one write before any task (markers/batch.py).
+        declare_markers(spec.markers.batch_id, [
+            new_file_marker(spec, partition_path=path, file_id=file_id, token=_token(task))
+            for task, (path, file_id) in enumerate(first_file)
+        ])
         written = self._tasks.run(tasks, write_threads(self.threads, len(tasks)))
         return [stat for stats in written for stat in stats]
 
@@ -436,12 +455,20 @@ def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tupl
     return paths.to_pylist(), list(rows_by_code(codes, len(paths)))
 
 
-def _write_partition(spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int) -> list[WriteStat]:
+def _token(task: int) -> str:
+    """The write token of the Arrow engine's task ``task`` (one attempt: a failed write fails)."""
+    return write_token(task, 0, task)
+
+
+def _write_partition(
+    spec: WriteSpec, frame: ChunkedRows, rows: np.ndarray | None, task: int, first_file: tuple[str, str]
+) -> list[WriteStat]:
+    """``first_file``: the task's partition path and the file id of its first file there."""
     if rows is None:
         pieces: Any = frame.table.to_batches(max_chunksize=BULK_SLICE_ROWS)
     else:
         pieces = (frame.take(rows[s:s + BULK_SLICE_ROWS]) for s in range(0, len(rows), BULK_SLICE_ROWS))
-    return list(write_new_files(spec, pieces, token=write_token(task, 0, task), task_partition=task))
+    return list(write_new_files(spec, pieces, token=_token(task), task_partition=task, file_ids=dict([first_file])))
 
 
 def _distinct_keys(frame: pa.Table) -> bool:

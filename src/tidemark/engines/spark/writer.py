@@ -111,6 +111,7 @@ class SparkWritePipeline:
         self._job: JobHandle | None = None
 
     tasks_outlive_failures = True  # a failed job's other tasks run until Spark kills them
+    tasks_in_writer_process = False  # executors: direct markers, or the marker server
 
     @functools.cached_property
     def marker_server_host(self) -> str:
