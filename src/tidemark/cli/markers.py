@@ -42,8 +42,10 @@ writing the same one, and stop there instead of at commit.
 
 Columns: the writer's instant; its heartbeat ("alive", "expired": the writer is
 taken for dead and its markers no longer block anyone, `tidemark clean` rolls
-it back); how its markers are kept (direct: one file per data file; server: a
-marker server in the writer's driver batches them into MARKERS<n> files); how
+it back); how its markers are kept (direct: one file per data file; server:
+lines of MARKERS<n> files, Hudi's TIMELINE_SERVER_BASED layout, written by a
+marker server in a Spark writer's driver or by an Arrow-engine writer's own
+threads); how
 many markers, partitions and file groups it holds; and which other writers
 hold markers on the same file groups (they conflict: with early detection the
 younger one stops).
