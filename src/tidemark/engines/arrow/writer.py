@@ -6,6 +6,7 @@ it suits tests, small jobs and processes that should not start a JVM.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
@@ -27,6 +28,7 @@ from tidemark.engines.arrow.keys import (
     rows_by_code,
     stable_order,
 )
+from tidemark.engines.arrow.memory import system_allocator
 from tidemark.engines.arrow.take import ChunkedRows, buffer_identity, even_slices, take_columns
 from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, scheduling_weights, write_threads
 from tidemark.errors import InvalidInputError, NullRecordKeyError
@@ -332,7 +334,8 @@ class ArrowWritePipeline:
         tasks: list[Callable[[], WriteStat]] = [
             partial(self._write_group, spec, source, keys, positions[start:start + count], partition, file_id,
                     base_files.get((partition, file_id)), task,
-                    release=expected is None or runs_alone(expected[task]))
+                    release=expected is None or runs_alone(expected[task]),
+                    system_pool=scheduled is not None and runs_alone(scheduled[task]))
             for task, (partition, file_id, start, count) in enumerate(runs)
         ]
         # Every planned base file's marker in one write, before any task (markers/batch.py).
@@ -345,19 +348,22 @@ class ArrowWritePipeline:
 
     def _write_group(
         self, spec: WriteSpec, rows: ChunkedRows, keys: pa.Array, positions: np.ndarray, partition: str,
-        file_id: str, base_file: str | None, task: int, *, release: bool = True,
+        file_id: str, base_file: str | None, task: int, *, release: bool = True, system_pool: bool = False,
     ) -> WriteStat:
-        # Taken when the task starts (one group in memory per thread), in key order.
-        group = rows.take(in_key_order(keys, positions))
-        known = self._known_keys(partition, file_id, base_file)
-        stat = write_file_group(
-            spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
-            token=_token(task), task_partition=task,
-            touched_rows=known.rows if known is not None else None,
-            stored_keys=known.keys if known is not None else None,
-            base_footer=known.footer if known is not None else None,
-        )
-        del group
+        """``system_pool``: the group is rewritten alone to bound the write's peak memory, on the
+        system allocator (engines/arrow/memory.py)."""
+        with system_allocator() if system_pool else contextlib.nullcontext():
+            # Taken when the task starts (one group in memory per thread), in key order.
+            group = rows.take(in_key_order(keys, positions))
+            known = self._known_keys(partition, file_id, base_file)
+            stat = write_file_group(
+                spec, group, partition_path=partition, file_id=file_id, base_file=base_file,
+                token=_token(task), task_partition=task,
+                touched_rows=known.rows if known is not None else None,
+                stored_keys=known.keys if known is not None else None,
+                base_footer=known.footer if known is not None else None,
+            )
+            del group
         if release:  # a large group's pages back to the system; a small one's serve the next group
             pa.default_memory_pool().release_unused()
         return stat
