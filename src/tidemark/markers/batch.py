@@ -27,9 +27,8 @@ import threading
 import uuid
 from collections.abc import Iterable
 
-from tidemark.format.names import marker_dir
-from tidemark.markers.base import IOType, Marker, MarkerType
-from tidemark.markers.listing import MARKERS_TYPE_FILE
+from tidemark.markers.base import IOType, Marker
+from tidemark.markers.listing import write_markers_file, write_markers_type
 from tidemark.storage import Storage
 
 _open_batches: dict[str, MarkerBatch] = {}
@@ -51,8 +50,7 @@ class MarkerBatch:
         self.files_written = 0
 
     def start(self) -> MarkerBatch:
-        self.storage.write_atomic(f"{marker_dir(self.instant_time)}/{MARKERS_TYPE_FILE}",
-                                  MarkerType.TIMELINE_SERVER_BASED.value.encode())
+        write_markers_type(self.storage, self.instant_time)
         with _registry_lock:
             _open_batches[self.batch_id] = self
         return self
@@ -66,10 +64,6 @@ class MarkerBatch:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    def markers(self) -> list[Marker]:
-        with self._lock:
-            return sorted(self._markers, key=lambda m: m.name)
 
     def declare(self, markers: Iterable[Marker]) -> None:
         """Record ``markers`` (those not yet recorded) in one write of one ``MARKERS`` file;
@@ -86,8 +80,7 @@ class MarkerBatch:
             else:
                 index = min(range(self.max_files), key=lambda i: len(self._file_contents[i]))
             lines = self._file_contents[index] + [m.name for m in fresh]
-            self.storage.write_atomic(f"{marker_dir(self.instant_time)}/MARKERS{index}",
-                                      ("\n".join(lines) + "\n").encode())
+            write_markers_file(self.storage, self.instant_time, index, lines)
             self._file_contents[index] = lines
             self._markers.update(fresh)
             self.files_written += 1

@@ -1,4 +1,5 @@
-"""Reading markers back, whatever their type: for rollback, partial-file clean-up and conflict checks.
+"""Reading markers back, whatever their type: for rollback, partial-file clean-up and conflict checks
+(and the layout of the ``MARKERS`` files, written by the marker server and by in-process batches).
 
 A write's markers live in ``.hoodie/.temp/<instant>/``: direct markers as empty
 files in partition folders, server-based ones as lines of ``MARKERS<n>`` files
@@ -14,7 +15,7 @@ import threading
 from collections.abc import Iterable
 
 from tidemark.format.names import marker_dir
-from tidemark.markers.base import Marker, parse_marker
+from tidemark.markers.base import Marker, MarkerType, parse_marker
 from tidemark.storage import Storage
 
 MARKERS_TYPE_FILE = "MARKERS.type"
@@ -24,6 +25,22 @@ _MARKERS_FILE = re.compile(r"^MARKERS\d+$")
 # reader re-parses one only when its size or modification time changed.
 _parsed: dict[str, tuple[int, int, tuple[Marker, ...]]] = {}
 _parsed_lock = threading.Lock()
+
+
+def write_markers_type(storage: Storage, instant_time: str) -> None:
+    """``MARKERS.type`` of a write whose markers are lines of ``MARKERS<n>`` files (Hudi reads
+    the type before the markers)."""
+    storage.write_atomic(f"{marker_dir(instant_time)}/{MARKERS_TYPE_FILE}",
+                         MarkerType.TIMELINE_SERVER_BASED.value.encode())
+
+
+def write_markers_file(storage: Storage, instant_time: str, index: int, names: list[str]) -> None:
+    """``MARKERS<index>`` holding the marker ``names``, one per line, replaced whole and
+    atomically: a reader in another process never sees it torn. Written through to the file
+    system before it returns (a rollback after this process died reads it); not fsynced, like
+    direct markers: that would cost a disk flush for a crash of the whole machine, which the
+    page cache already survives as far as any process is concerned."""
+    storage.write_atomic(f"{marker_dir(instant_time)}/MARKERS{index}", ("\n".join(names) + "\n").encode())
 
 
 def is_server_marker_file(name: str) -> bool:

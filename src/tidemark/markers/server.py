@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tidemark.errors import CommitError, EarlyConflictError
-from tidemark.format.names import marker_dir
-from tidemark.markers.base import IOType, Marker, MarkerType, parse_marker
-from tidemark.markers.listing import MARKERS_TYPE_FILE
+from tidemark.markers.base import IOType, Marker, parse_marker
+from tidemark.markers.listing import write_markers_file, write_markers_type
 from tidemark.storage import Storage
 
 if TYPE_CHECKING:
@@ -104,8 +103,7 @@ class MarkerServer:
 
     # -- life cycle ------------------------------------------------------------------------
     def start(self) -> MarkerServer:
-        root = marker_dir(self.instant_time)
-        self.storage.write_atomic(f"{root}/{MARKERS_TYPE_FILE}", MarkerType.TIMELINE_SERVER_BASED.value.encode())
+        write_markers_type(self.storage, self.instant_time)
         self._httpd = ThreadingHTTPServer((self.host, 0), _handler_for(self))
         self._httpd.daemon_threads = True
         self._threads = [
@@ -238,12 +236,7 @@ class MarkerServer:
             with self._state:
                 fresh = [r.marker for r in batch if r.marker not in self._markers]
             lines = self._file_contents[index] + sorted({m.name for m in fresh})
-            path = f"{marker_dir(self.instant_time)}/MARKERS{index}"
-            # Written through to the file system before the ack: another process (a rollback after
-            # the driver died) reads it. Like direct markers, not fsynced: that would cost a disk
-            # flush per batch for a crash of the whole machine, which the page cache already
-            # survives as far as any process is concerned.
-            self.storage.write_atomic(path, ("\n".join(lines) + "\n").encode())
+            write_markers_file(self.storage, self.instant_time, index, lines)  # before the ack
             self._file_contents[index] = lines
             with self._state:
                 self._markers.update(fresh)
