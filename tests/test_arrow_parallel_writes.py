@@ -181,13 +181,14 @@ def test_large_file_groups_are_written_alone_small_ones_side_by_side() -> None:
 
 
 def upsert_two_large_files_both_ways(
-    tmp_path: Path, monkeypatch: Any, module: Any, function: str, upsert: range, timeout: float
+    tmp_path: Path, monkeypatch: Any, module: Any, function: str, upsert: range, timeout: float,
+    options: dict[str, str] | None = None,
 ) -> tuple[pa.Table, set[str]]:
     """Two tables of two ~26 MiB file groups (:func:`large_rows`), one written on one thread, one
-    on two; the same upsert of ``upsert`` ids to each, where in the parallel one the two calls
-    of ``module.function`` must run at once (a barrier: else it times out and the upsert fails).
-    Checks that the tables are equal; returns the parallel table's rows and the threads the
-    calls ran on."""
+    on two (both with ``options`` too); the same upsert of ``upsert`` ids to each, where in the
+    parallel one the two calls of ``module.function`` must run at once (a barrier: else it
+    times out and the upsert fails). Checks that the tables are equal; returns the parallel
+    table's rows and the threads the calls ran on."""
     import threading
 
     from tidemark.engines.arrow.tasks import runs_alone
@@ -204,8 +205,8 @@ def upsert_two_large_files_both_ways(
         return real(*args, **kwargs)
 
     tables = {}
-    for name, options in (("serial", SERIAL), ("parallel", PARALLEL)):
-        table = create(tmp_path / name, options)
+    for name, threads in (("serial", SERIAL), ("parallel", PARALLEL)):
+        table = create(tmp_path / name, {**threads, **(options or {})})
         table.bulk_insert(wide(range(0, 2 * n), 0))
         if name == "parallel":
             sizes = [(tmp_path / name / f).stat().st_size for f in data_files(tmp_path / name)]
@@ -223,14 +224,16 @@ def test_the_lookup_reads_large_files_keys_side_by_side_and_tags_as_one_thread_d
 ) -> None:
     """A lookup holds a file's keys, not its rows: two files above the size whose rewrites run
     one at a time (engines/arrow/tasks.py) are probed side by side; the upsert's result is the
-    serial one's, and hudi-rs reads what tidemark reads."""
+    serial one's, and hudi-rs reads what tidemark reads. (No file is small: each partition's
+    keys are looked up, as they are where small files are not topped up.)"""
     import threading
 
     from tidemark.engines.arrow import index
 
     n = 13_000
     parallel, probed_on = upsert_two_large_files_both_ways(
-        tmp_path, monkeypatch, index, "_found_in_file", range(n, 3 * n), timeout=20)
+        tmp_path, monkeypatch, index, "_found_in_file", range(n, 3 * n), timeout=20,
+        options={"hoodie.parquet.small.file.limit": "0"})
     assert len(probed_on) == 2 and threading.main_thread().name not in probed_on
     assert parallel.num_rows == 3 * n and pc.sum(parallel.column("n")).as_py() == 2 * n
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(3 * n))

@@ -52,3 +52,24 @@ def test_small_files_the_write_rewrites_anyway_are_topped_up_first() -> None:
                         rewritten=rewritten)
     assert [(b.file_id, b.records) for b in over] == [("updated", 60 * MB // 1024), ("tiny", 115 * MB // 1024),
                                                       ("other", 10 * MB // 1024)]
+
+
+def test_a_sole_small_file_takes_all_rows_exactly_where_the_plan_would_top_it_up_with_all() -> None:
+    """SoleSmallFile (an upsert's partitions left unprobed) agrees with plan_inserts: a partition's
+    one file group takes all of its rows as inserts iff the plan would give them all to it."""
+    import random
+
+    from tidemark.write.plan import SoleSmallFile, room_for
+
+    rng = random.Random(7)
+    for _ in range(2000):
+        limit, most, record = rng.choice([0, 50, 100 * MB]), rng.choice([1000, 120 * MB]), rng.randint(1, 5000)
+        size, rows = rng.randint(0, 130 * MB if most > 1000 else 1500), rng.randint(1, 200_000)
+        small = {"p": [SmallFile("f", "p/f.parquet", size)]} if size < limit else {}
+        buckets = plan_inserts({"p": rows}, small, record_size=record, max_file_size=most)
+        sole = SoleSmallFile(small_file_limit=limit, max_file_size=most, record_size=record)
+        assert sole.takes_all(size, rows) == ([b.file_id for b in buckets] == ["f"]), (limit, most, record, size, rows)
+    assert room_for(100, max_file_size=1000, record_size=300) == 3
+    assert room_for(1200, max_file_size=1000, record_size=300) == 0
+    edge = SoleSmallFile(small_file_limit=500, max_file_size=1000, record_size=300)
+    assert edge.takes_all(100, 3) and not edge.takes_all(100, 4) and not edge.takes_all(500, 1)

@@ -48,7 +48,7 @@ from tidemark.write.commit import CommitProtocol, PendingWrite
 from tidemark.write.engine import FrameT, WorkloadProfile, WritePipeline, WritePipelines
 from tidemark.write.nbcc import empty_base_writer, refuse_base_file_operation
 from tidemark.write.operation import Overwrite, WriteOperation
-from tidemark.write.plan import InsertBucket, SmallFile, plan_inserts
+from tidemark.write.plan import InsertBucket, SmallFile, SoleSmallFile, plan_inserts
 from tidemark.write.retry import WriteSession, run_with_retries
 from tidemark.write.spec import WriteSpec
 from tidemark.write.validate import check_key_types, check_storable, require_columns
@@ -261,7 +261,8 @@ class WriteClient(Generic[FrameT]):
             else:
                 policy = self.config.insert_dup_policy if operation is WriteOperation.INSERT else "none"
                 looked = pipeline.look_up(  # may reject null keys
-                    prepared, view, find_existing=operation.looks_up_keys, drop_existing=policy == "drop"
+                    prepared, view, find_existing=operation.looks_up_keys, drop_existing=policy == "drop",
+                    sole=self._sole_small_file(operation, view),
                 )
                 tagged, profile = looked.rows, looked.profile
                 if policy == "fail":
@@ -411,6 +412,15 @@ class WriteClient(Generic[FrameT]):
             if rows > 0 and size > 0:
                 return max(1, size // rows)
         return self.config.record_size_estimate
+
+    def _sole_small_file(self, operation: WriteOperation, view: FileSystemView) -> SoleSmallFile | None:
+        """An upsert's test for partitions whose keys need no lookup (:class:`SoleSmallFile`):
+        the one file group that takes all of a partition's rows is the one :meth:`_plan_inserts`
+        would top up with its new keys, by the same sizes."""
+        if operation is not WriteOperation.UPSERT or self.merge_on_read or not operation.tops_up_small_files \
+                or self.config.small_file_limit <= 0:
+            return None
+        return SoleSmallFile(self.config.small_file_limit, self.config.max_file_size, self._record_size(view.timeline))
 
     def _plan_inserts(
         self, counts: dict[str, int], view: FileSystemView, *, use_small_files: bool, record_size: int,

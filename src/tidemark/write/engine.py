@@ -22,7 +22,7 @@ from tidemark.fsview import FileSystemView
 from tidemark.merge import MergeConfig
 from tidemark.write.bucket import BucketAssignment, BucketSpec
 from tidemark.write.operation import WriteOperation
-from tidemark.write.plan import InsertBucket
+from tidemark.write.plan import InsertBucket, SoleSmallFile
 from tidemark.write.spec import WriteSpec
 
 # The engine's batch type: a pyarrow Table (Arrow engine), a Spark DataFrame (Spark engine).
@@ -113,12 +113,17 @@ class WritePipeline(Protocol[FrameT]):
         ...
 
     def look_up(
-        self, batch: FrameT, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
+        self, batch: FrameT, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False,
+        sole: SoleSmallFile | None = None,
     ) -> Tagged[FrameT]:
         """Simple index: each row's file id (``FILE_ID_COLUMN``) from the latest base files of
         ``view`` (null: a new key; without ``find_existing`` every row is new), the batch kept
         and counted. ``drop_existing``: the rows of existing keys are left out (insert's
         ``drop`` dup policy); the profile still counts them.
+
+        ``sole`` (an upsert's, see :class:`~tidemark.write.plan.SoleSmallFile`): the engine may
+        tag every row of a partition whose one file group takes them all with that file group,
+        its keys not looked up; the profile then counts those rows as existing keys.
 
         A batch without partition paths (a delete of keys only) is looked up in every partition
         and gets the partition path of the file it was found in. Raises NullRecordKeyError if

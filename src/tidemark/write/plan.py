@@ -36,6 +36,35 @@ class InsertBucket:
     high: float
 
 
+def room_for(size: int, *, max_file_size: int, record_size: int) -> int:
+    """How many records of ``record_size`` bytes a base file of ``size`` bytes takes before it
+    reaches ``max_file_size``."""
+    return max(0, (max_file_size - size) // max(1, record_size))
+
+
+@dataclass(frozen=True)
+class SoleSmallFile:
+    """An upsert's test for a partition whose rows need no index lookup (copy-on-write, small
+    files topped up).
+
+    When a partition has one file group and its base file is small (below ``small_file_limit``)
+    with room for every row of the batch's partition as an insert, each row goes there whether
+    its key exists or not: an existing key lives in that file group, a new one is topped up into
+    it (:func:`plan_inserts` would choose it for all of them). An engine may then tag the rows
+    with that file group without reading its keys; the rewrite finds them as it merges, and its
+    write statistics count updates and inserts as a lookup would have.
+    """
+
+    small_file_limit: int
+    max_file_size: int
+    record_size: int
+
+    def takes_all(self, size: int, rows: int) -> bool:
+        """Whether a partition's one base file, of ``size`` bytes, takes all of its ``rows``."""
+        return size < self.small_file_limit and \
+            room_for(size, max_file_size=self.max_file_size, record_size=self.record_size) >= rows
+
+
 def plan_inserts(
     insert_counts: Mapping[str, int],
     small_files: Mapping[str, Sequence[SmallFile]],
@@ -55,7 +84,7 @@ def plan_inserts(
         shares: list[tuple[str, str | None, int]] = []
         for small in sorted(small_files.get(partition, ()),
                             key=lambda s: ((partition, s.file_id) not in rewritten, s.size)):
-            room = max(0, (max_file_size - small.size) // max(1, record_size))
+            room = room_for(small.size, max_file_size=max_file_size, record_size=record_size)
             take = min(room, remaining)
             if take > 0:
                 shares.append((small.file_id, small.base_file, take))

@@ -44,7 +44,7 @@ from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadP
 from tidemark.write.file_group import WriteSpec, base_file_marker, new_file_marker, write_file_group, write_new_files
 from tidemark.write.meta_columns import constant, constant_dictionary
 from tidemark.write.operation import WriteOperation
-from tidemark.write.plan import InsertBucket
+from tidemark.write.plan import InsertBucket, SoleSmallFile
 from tidemark.write.validate import (
     ambiguous_key_error,
     plan_columns,
@@ -132,10 +132,11 @@ class ArrowWritePipeline:
         self._paths = None
 
     def look_up(
-        self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
+        self, batch: pa.Table, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False,
+        sole: SoleSmallFile | None = None,
     ) -> Tagged[pa.Table]:
         if find_existing:
-            tagged = self.tag(batch, view)
+            tagged = self.tag(batch, view, sole)
         else:
             tagged = batch.append_column(FILE_ID_COLUMN, pa.nulls(batch.num_rows, pa.string()))
         profile = self.profile(tagged)
@@ -239,10 +240,10 @@ class ArrowWritePipeline:
                                            [frame.column(c) for c in ordering], arrival))
 
     # -- index --------------------------------------------------------------------------
-    def tag(self, frame: pa.Table, view: FileSystemView) -> pa.Table:
+    def tag(self, frame: pa.Table, view: FileSystemView, sole: SoleSmallFile | None = None) -> pa.Table:
         """The batch with each row's file id (null: a new key) and, for a batch without partition
         paths, the partition path of the file holding the key (engines/arrow/index.py)."""
-        lookup = tag_keys(frame, view, self._tasks, self.threads)
+        lookup = tag_keys(frame, view, self._tasks, self.threads, sole)
         self._touched = lookup.touched
         return lookup.tagged
 

@@ -73,7 +73,7 @@ from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadP
 from tidemark.write.file_group import WriteSpec
 from tidemark.write.key_pruning import PruneStats
 from tidemark.write.operation import WriteOperation
-from tidemark.write.plan import InsertBucket
+from tidemark.write.plan import InsertBucket, SoleSmallFile
 from tidemark.write.validate import plan_columns, require_columns
 
 log = logging.getLogger(__name__)
@@ -240,9 +240,11 @@ class SparkWritePipeline:
 
     # -- the seam's tagging steps (tidemark.write.engine.WritePipeline) -----------------
     def look_up(
-        self, batch: DataFrame, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False
+        self, batch: DataFrame, view: FileSystemView, *, find_existing: bool, drop_existing: bool = False,
+        sole: SoleSmallFile | None = None,
     ) -> Tagged[DataFrame]:
-        """:meth:`tag` (or every key new), kept and counted by :meth:`persist_profiled`."""
+        """:meth:`tag` (or every key new), kept and counted by :meth:`persist_profiled`. (``sole``
+        is not used: one join tags every partition at once, a partition left out saves nothing.)"""
         if find_existing:
             tagged = self.tag(batch, view)
         else:
