@@ -74,8 +74,12 @@ def base_file_marker(
     (:mod:`tidemark.markers.batch`)."""
     if spec.log_schema is not None and base_file is not None:
         return None
-    name = base_file_name(file_id, token, spec.instant_time)
-    return Marker(join_partition(partition_path, name), IOType.MERGE if base_file else IOType.CREATE)
+    return _marker(spec, partition_path, file_id, token, IOType.MERGE if base_file else IOType.CREATE)
+
+
+def _marker(spec: WriteSpec, partition_path: str, file_id: str, token: str, io_type: IOType) -> Marker:
+    """The marker of the base file ``file_id`` that task ``token`` writes for the write's instant."""
+    return Marker(join_partition(partition_path, base_file_name(file_id, token, spec.instant_time)), io_type)
 
 
 def write_file_group(
@@ -277,9 +281,9 @@ class _RollingFile:
         self.spec = spec
         self.partition_path = partition_path
         self.file_id = file_id or new_file_id()
-        self.name = base_file_name(self.file_id, token, spec.instant_time)
-        self.rel_path = join_partition(partition_path, self.name)
-        markers.create(self.rel_path, IOType.CREATE)
+        marker = new_file_marker(spec, partition_path=partition_path, file_id=self.file_id, token=token)
+        self.name, self.rel_path = marker.file_name, marker.data_file
+        markers.create(marker.data_file, marker.io_type)
         if partition_path not in partitions_ready:  # the task's first file in this partition
             ensure_partition_metafile(spec.storage(), partition_path, spec.instant_time)
             partitions_ready.add(partition_path)
@@ -376,7 +380,7 @@ def write_new_files(
 
 def new_file_marker(spec: WriteSpec, *, partition_path: str, file_id: str, token: str) -> Marker:
     """The marker :func:`write_new_files` creates for the file ``file_id`` it was given."""
-    return Marker(join_partition(partition_path, base_file_name(file_id, token, spec.instant_time)), IOType.CREATE)
+    return _marker(spec, partition_path, file_id, token, IOType.CREATE)
 
 
 def _write_rolling(
