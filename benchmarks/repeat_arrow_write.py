@@ -65,6 +65,8 @@ def _watch(events: Events, origin: list[float]) -> None:
     for name in ("partition_rows", "take_columns", "_write_partition", "write_file_group"):
         _timed(writer, name, events, origin)
     _timed(index, "_probe_file", events, origin)
+    for name in ("read_stored", "merge_stored", "write_merged"):
+        _timed(writer, name, events, origin)
     for name in ("with_meta_columns", "open_base_file"):
         _timed(file_group, name, events, origin)
     _timed(footer.FooterKeys, "add", events, origin)

@@ -99,9 +99,18 @@ def test_groups_that_run_alone_are_rewritten_on_the_system_pool(tmp_path: Path, 
 
     monkeypatch.undo()  # the real rule: four small groups, side by side on the process's pool
     pools.clear()
+    rewritten: list[str] = []
+    merged_writer = writer.write_merged
+
+    def recording_merged(*args: Any, **kwargs: Any) -> Any:
+        rewritten.append(_backend())
+        return merged_writer(*args, **kwargs)
+
     monkeypatch.setattr(writer, "write_file_group", recording)
+    monkeypatch.setattr(writer, "write_merged", recording_merged)
     table.upsert(_rows(np.arange(1, 4000, 7), "again"))
-    assert pools == [before] * 4
+    assert pools == []  # four small groups: rewritten with one merge (write/small_rewrites.py)
+    assert rewritten == [before] * 4
     expected = {i: "seed" for i in range(4000)}
     expected.update({i: "new" for i in [*range(0, 4000, 5), *range(4000, 4100)]})
     expected.update({i: "again" for i in range(1, 4000, 7)})

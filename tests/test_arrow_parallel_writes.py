@@ -10,6 +10,7 @@ does. hudi-rs reads the parallel table as tidemark does.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,35 @@ def test_tasks_come_back_in_order_and_the_first_failure_wins() -> None:
     tasks.cancel()
     with pytest.raises(CommitError, match="cancelled"):
         tasks.run([lambda: 1, lambda: 2], workers=2)
+
+
+def test_a_task_pool_runs_tasks_as_submitted_and_raises_the_first_failure_from_any_result() -> None:
+    tasks = WriteTasks()
+    with tasks.pool(2) as pool:
+        squares = [pool.submit(lambda i=i: i * i) for i in range(9)]
+        assert [pool.result(f) for f in reversed(squares)] == [i * i for i in reversed(range(9))]
+        assert pool._futures == []  # a result taken is not held by the pool
+    started: list[int] = []
+    gate = threading.Event()
+
+    def task(i: int) -> int:
+        started.append(i)
+        if i == 0:
+            gate.wait(10)  # fails after task 1 did: the first in submission order still wins
+            raise ValueError("task 0")
+        if i == 1:
+            gate.set()
+            raise ValueError("task 1")
+        return i
+
+    with tasks.pool(2) as pool:
+        futures = [pool.submit(lambda i=i: task(i)) for i in range(40)]
+        with pytest.raises(ValueError, match="task 0"):
+            pool.result(futures[-1])  # a later task's result: it did not start
+    assert len(started) < 40
+    tasks.cancel()
+    with tasks.pool(2) as pool, pytest.raises(CommitError, match="cancelled"):
+        pool.result(pool.submit(lambda: 1))
 
 
 def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:

@@ -8,6 +8,7 @@ back. Every field is nullable, as in Hudi's Spark writer.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from typing import Any
@@ -104,11 +105,13 @@ def table_name_of(avro_json: str) -> str:
     return name[: -len("_record")] if name.endswith("_record") else name
 
 
+@functools.lru_cache(maxsize=64)  # every base file of a write asks for the same one
 def file_avro_schema_json(schema: pa.Schema, table_name: str) -> str:
     """The Avro schema Hudi's writers put in a base file's footer (``parquet.avro.schema``).
 
     Every column, meta columns included, as ``["null", type]`` with default null: the form
     of Hudi's Avro parquet writer, which its readers and bloom index expect to find there.
+    Raises ValueError for a type without an Avro form.
     """
     rec = _record(list(schema), f"{_avro_name(table_name)}_record", f"hoodie.{_avro_name(table_name)}")
     for f in rec["fields"]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ from tidemark.format.names import (
 from tidemark.format.parquet_file import iter_data_file, read_file_metadata
 from tidemark.markers import IOType, Marker, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
-from tidemark.merge.base import same_values
+from tidemark.merge.base import RecordMerger, same_values
 from tidemark.write.column_encoding import parquet_options
 from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
@@ -47,7 +48,7 @@ from tidemark.write.spec import WriteSpec
 STREAM_ROWS = 65_536
 
 
-def _conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform_incoming(incoming: pa.Table, schema: pa.Schema) -> pa.Table:
     """The batch's rows with every column of ``schema`` (absent ones null: a delete carries only
     its key and ordering values) plus the op column."""
     n = incoming.num_rows
@@ -116,15 +117,11 @@ def write_file_group(
     assert marker is not None  # a base file is written: not a log append
     name, rel_path = marker.file_name, marker.data_file
     # The marker goes first: with early conflict detection this is where a doomed write stops.
-    markers = open_marker_writer(storage, spec.instant_time, spec.markers)
-    try:
-        markers.create(marker.data_file, marker.io_type)
-    finally:
-        markers.close()
+    create_marker(spec, marker)
 
     merger = spec.merge.merger(spec.schema)
     user_columns = [f.name for f in spec.schema if f.name not in META_COLUMNS]
-    incoming = _conform_incoming(incoming, spec.schema)
+    incoming = conform_incoming(incoming, spec.schema)
     num_updates = num_deletes = 0
     prev_commit = None
     source = metadata = None
@@ -155,9 +152,7 @@ def write_file_group(
             batch_keys = incoming.column(RECORD_KEY).combine_chunks()
 
             def as_written(rows: pa.Table) -> pa.Table:
-                columns = rows.columns
-                columns.insert(name_at, constant_dictionary(name, rows.num_rows))
-                return pa.Table.from_arrays(columns, schema=rows.schema.insert(name_at, out.schema.field(name_at)))
+                return with_file_name(rows, out.schema, name)
 
             touched_pieces = []
             first_row = 0
@@ -190,22 +185,11 @@ def write_file_group(
             matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
             matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
             fresh_mask = pc.invert(matched_mask)
-            # The table's merger decides, per stored record, what the batch's record makes of it.
-            older = touched.select(matched.column_names[:-1])
-            older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
-            newer = matched.cast(older.schema)
-            merged = merger.merge(older, newer) if touched.num_rows else older
-            deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False)
-            num_deletes = int(pc.sum(deleted).as_py() or 0)
-            # A merge that the batch's record did not change (a stale update or delete) keeps the
-            # stored row as it is, commit time included; an identical re-write counts as an update.
-            as_stored = pa.array(same_values(merged, older, user_columns))
-            kept_as_is = pc.and_(as_stored, pa.array(~same_values(merged, newer, user_columns)))
-            unchanged = pc.and_(pc.invert(deleted), kept_as_is)
-            changed = pc.and_(pc.invert(deleted), pc.invert(unchanged))
-            updates = merged.filter(changed)
+            outcome = merge_touched(merger, user_columns, touched, matched)
+            num_deletes = int(outcome.deleted.sum())
+            updates = outcome.merged.filter(pa.array(outcome.changed))
             num_updates = updates.num_rows
-            out.write_stored(touched.filter(unchanged))
+            out.write_stored(touched.filter(pa.array(outcome.unchanged)))
         else:
             updates = incoming.slice(0, 0)
             fresh_mask = None
@@ -215,15 +199,7 @@ def write_file_group(
         if pc.any(is_delete).as_py():
             fresh_mask = pc.invert(is_delete) if fresh_mask is None else pc.and_(fresh_mask, pc.invert(is_delete))
         inserts = incoming if fresh_mask is None or pc.all(fresh_mask).as_py() else incoming.filter(fresh_mask)
-        fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
-        seq_prefix = f"{spec.instant_time}_{task_partition}"
-        # In slices, as the stored rows: the meta columns (the file name in every row) and the
-        # writer's row group are built for one slice at a time, not for all the new rows at once.
-        for start in range(0, fresh.num_rows, STREAM_ROWS):
-            piece = fresh.slice(start, STREAM_ROWS)
-            # The updates lead ``fresh``: their keys are the base file's.
-            stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
-            out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
+        write_fresh(out, spec, name, task_partition, updates, inserts)
         out.close()
     file_size = output.commit()
     return WriteStat(
@@ -239,6 +215,67 @@ def write_file_group(
         prev_base_file=base_file.rsplit("/", 1)[-1] if base_file else None,
         total_write_time_ms=int((time.monotonic() - started) * 1000),
     )
+
+
+@dataclass(frozen=True)
+class MergeOutcome:
+    """What the table's merger made of the stored records a batch touches, row by row (aligned
+    with the stored rows and the batch's rows merged with them)."""
+
+    merged: pa.Table  # the merged records (the batch's columns, the op column last)
+    deleted: np.ndarray  # the record is deleted
+    unchanged: np.ndarray  # the stored row stays as it is, its commit time included
+    changed: np.ndarray  # the merged record replaces the stored one (an update)
+
+
+def merge_touched(merger: RecordMerger, user_columns: list[str], touched: pa.Table, matched: pa.Table) -> MergeOutcome:
+    """Merge the stored rows ``touched`` with the batch's rows ``matched`` (conformed, the op
+    column last), aligned row by row: the same key in each row."""
+    # The table's merger decides, per stored record, what the batch's record makes of it.
+    older = touched.select(matched.column_names[:-1])
+    older = older.append_column(OP_COLUMN, constant(OP_UPSERT, older.num_rows))
+    newer = matched.cast(older.schema)
+    merged = merger.merge(older, newer) if touched.num_rows else older
+    deleted = pc.fill_null(pc.equal(merged.column(OP_COLUMN), OP_DELETE), False).to_numpy(zero_copy_only=False)
+    # A merge that the batch's record did not change (a stale update or delete) keeps the
+    # stored row as it is, commit time included; an identical re-write counts as an update.
+    kept_as_is = same_values(merged, older, user_columns) & ~same_values(merged, newer, user_columns)
+    unchanged = ~deleted & kept_as_is
+    return MergeOutcome(merged, deleted, unchanged, ~deleted & ~unchanged)
+
+
+def write_fresh(
+    out: BaseFileWriter, spec: WriteSpec, name: str, task_partition: int, updates: pa.Table, inserts: pa.Table
+) -> None:
+    """Write a file group's new records: the merged ``updates`` of its stored keys, then the
+    ``inserts``, with their meta columns (sequence numbers of task ``task_partition``)."""
+    fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
+    seq_prefix = f"{spec.instant_time}_{task_partition}"
+    # In slices, as the stored rows: the meta columns (the file name in every row) and the
+    # writer's row group are built for one slice at a time, not for all the new rows at once.
+    for start in range(0, fresh.num_rows, STREAM_ROWS):
+        piece = fresh.slice(start, STREAM_ROWS)
+        # The updates lead ``fresh``: their keys are the base file's.
+        stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
+        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
+
+
+def with_file_name(rows: pa.Table, schema: pa.Schema, name: str) -> pa.Table:
+    """Stored ``rows`` (read without the file-name column) with ``name`` in that column, at its
+    place in ``schema`` (a base file writer's)."""
+    at = schema.get_field_index(FILE_NAME)
+    columns = rows.columns
+    columns.insert(at, constant_dictionary(name, rows.num_rows))
+    return pa.Table.from_arrays(columns, schema=rows.schema.insert(at, schema.field(at)))
+
+
+def create_marker(spec: WriteSpec, marker: Marker) -> None:
+    """Create ``marker`` as the write's markers are kept (before its data file is)."""
+    markers = open_marker_writer(spec.storage(), spec.instant_time, spec.markers)
+    try:
+        markers.create(marker.data_file, marker.io_type)
+    finally:
+        markers.close()
 
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024  # in memory, before encoding and compression

@@ -129,7 +129,71 @@ class WriteTasks:
             self._check_cancelled()
         return [done[i] for i in range(len(tasks))]
 
+    def pool(self, workers: int) -> TaskPool:
+        """A pool for tasks submitted one by one, as their inputs become ready (a pipeline of
+        steps); the same contract as :meth:`run`, tasks in submission order."""
+        return TaskPool(self, workers)
+
     def _check_cancelled(self) -> None:
         if self._cancelled.is_set():
             raise CommitError("the write was cancelled before all of its file groups were written "
                               "(a conflicting write was detected); it is rolled back")
+
+
+class _NotStarted(Exception):
+    """A task that did not start: an earlier one failed, or the write was cancelled."""
+
+
+class TaskPool:
+    """Tasks submitted one by one to ``workers`` threads, started in submission order; made by
+    :meth:`WriteTasks.pool`, used as a context manager (leaving it waits for every task).
+
+    Once a task fails (or the write is cancelled) no further task starts; :meth:`result` of any
+    task then waits for the running ones and raises the failure of the first failing task, in
+    submission order (or the cancellation's CommitError), as :meth:`WriteTasks.run` does.
+    """
+
+    def __init__(self, tasks: WriteTasks, workers: int) -> None:
+        self._tasks = tasks
+        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tidemark-write")
+        self._failed = threading.Event()
+        self._futures: list[Future[object]] = []
+
+    def __enter__(self) -> TaskPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None:  # left by an exception: no further task starts
+            self._failed.set()
+        self._executor.shutdown(wait=True)
+
+    def submit(self, task: Callable[[], T]) -> Future[T]:
+        def guarded() -> T:
+            if self._failed.is_set() or self._tasks._cancelled.is_set():
+                raise _NotStarted
+            try:
+                return task()
+            except BaseException:
+                self._failed.set()
+                raise
+
+        future = self._executor.submit(guarded)
+        self._futures.append(future)  # type: ignore[arg-type]
+        return future
+
+    def result(self, future: Future[T]) -> T:
+        """The task's result (the pool lets go of it: a large result is not held until the pool
+        closes); see the class for what is raised."""
+        try:
+            result = future.result()
+        except BaseException:
+            self._failed.set()
+            wait(self._futures)
+            for done in self._futures:
+                failure = done.exception()
+                if failure is not None and not isinstance(failure, _NotStarted):
+                    raise failure from None
+            self._tasks._check_cancelled()
+            raise
+        self._futures.remove(future)  # type: ignore[arg-type]
+        return result

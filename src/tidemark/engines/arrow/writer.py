@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import replace
 from functools import partial
 from typing import Any
@@ -41,10 +42,18 @@ from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT, dedup_records, great
 from tidemark.write.bucket import BucketAssignment
 from tidemark.write.column_encoding import with_encoding_choice
 from tidemark.write.engine import FILE_ID_COLUMN, TableLayout, Tagged, WorkloadProfile
-from tidemark.write.file_group import WriteSpec, base_file_marker, new_file_marker, write_file_group, write_new_files
+from tidemark.write.file_group import (
+    WriteSpec,
+    base_file_marker,
+    conform_incoming,
+    new_file_marker,
+    write_file_group,
+    write_new_files,
+)
 from tidemark.write.meta_columns import constant, constant_dictionary
 from tidemark.write.operation import WriteOperation
 from tidemark.write.plan import InsertBucket, SoleSmallFile
+from tidemark.write.small_rewrites import GroupRewrite, StoredGroup, merge_stored, read_stored, write_merged
 from tidemark.write.validate import (
     ambiguous_key_error,
     plan_columns,
@@ -328,24 +337,107 @@ class ArrowWritePipeline:
         # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
         # large file groups one at a time (their expected bytes: memory).
         expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
-        scheduled = scheduling_weights(expected)  # a small write's groups all side by side
-        alone = len(runs) == 1 or (scheduled is not None and all(map(runs_alone, scheduled)))
-        if alone and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
-            spec = replace(spec, hash_threads=2)
-        tasks: list[Callable[[], WriteStat]] = [
-            partial(self._write_group, spec, source, keys, positions[start:start + count], partition, file_id,
-                    base_files.get((partition, file_id)), task,
-                    release=expected is None or runs_alone(expected[task]),
-                    system_pool=scheduled is not None and runs_alone(scheduled[task]))
-            for task, (partition, file_id, start, count) in enumerate(runs)
-        ]
-        # Every planned base file's marker in one write, before any task (markers/batch.py).
+        # Declared before any task, the batched small rewrites' too (markers/batch.py).
         declare_markers(spec.markers.batch_id, [
             marker for task, (partition, file_id, _, _) in enumerate(runs)
             if (marker := base_file_marker(spec, partition_path=partition, file_id=file_id, token=_token(task),
                                            base_file=base_files.get((partition, file_id)))) is not None
         ])
+        chunks = small_rewrite_chunks(spec, runs, base_files, expected)
+        stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files) if chunks else {}
+        if stats:  # the other file groups are written as before, in run order with these
+            rest = [task for task in range(len(runs)) if task not in stats]
+            stats.update(zip(rest, self._write_groups(
+                spec, source, keys, positions, runs, rest, base_files, expected), strict=True))
+            return [stats[task] for task in range(len(runs))]
+        return self._write_groups(spec, source, keys, positions, runs, list(range(len(runs))), base_files, expected)
+
+    def _write_groups(
+        self, spec: WriteSpec, source: ChunkedRows, keys: pa.Array, positions: np.ndarray,
+        runs: Sequence[tuple[str, str, int, int]], chosen: Sequence[int], base_files: Mapping[tuple[str, str], str],
+        all_expected: Sequence[int] | None,
+    ) -> list[WriteStat]:
+        """The file groups ``chosen`` (indices of ``runs``), each by its own task, side by side."""
+        if not chosen:
+            return []
+        expected = None if all_expected is None else [all_expected[task] for task in chosen]
+        scheduled = scheduling_weights(expected)  # a small write's groups all side by side
+        alone = len(chosen) == 1 or (scheduled is not None and all(map(runs_alone, scheduled)))
+        if alone and write_threads(self.threads, 2) > 1:  # one file at a time: a core for its hashing
+            spec = replace(spec, hash_threads=2)
+        tasks: list[Callable[[], WriteStat]] = []
+        for at, task in enumerate(chosen):
+            partition, file_id, start, count = runs[task]
+            tasks.append(partial(self._write_group, spec, source, keys, positions[start:start + count], partition,
+                                 file_id, base_files.get((partition, file_id)), task,
+                                 release=expected is None or runs_alone(expected[at]),
+                                 system_pool=scheduled is not None and runs_alone(scheduled[at])))
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), scheduled)
+
+    def _rewrite_small(
+        self, spec: WriteSpec, source: ChunkedRows, keys: pa.Array, positions: np.ndarray,
+        runs: Sequence[tuple[str, str, int, int]], chunks: Sequence[Sequence[int]],
+        base_files: Mapping[tuple[str, str], str],
+    ) -> dict[int, WriteStat]:
+        """The small file groups of ``chunks`` (indices of ``runs``) rewritten with one merge per
+        chunk (write/small_rewrites.py), by task: a chunk's base files are read side by side (its
+        batch rows taken beside), merged on this thread, its new files written side by side. The
+        chunks are pipelined: the next chunk's files are read while this thread merges, and at most
+        three chunks are held at once. A group the merge cannot take (a key twice in its base file)
+        is written by its own task, as the others are."""
+        threads = write_threads(self.threads, sum(map(len, chunks)))
+        written: list[tuple[int, Future[WriteStat]]] = []
+        with self._tasks.pool(threads) as pool:
+
+            def read(chunk: Sequence[int]) -> tuple[list[GroupRewrite], Future[pa.Table], list[Future[StoredGroup]]]:
+                rewrites, order = self._small_rewrites(keys, positions, runs, chunk, base_files)
+                incoming = pool.submit(partial(_conformed_rows, source, order, spec))
+                return rewrites, incoming, [pool.submit(partial(read_stored, spec, r)) for r in rewrites]
+
+            pending = {k: read(chunks[k]) for k in range(min(2, len(chunks)))}
+            for k in range(len(chunks)):
+                rewrites, incoming, reading = pending.pop(k)
+                stored = [pool.result(f) for f in reading]
+                for merged in merge_stored(spec, stored, pool.result(incoming)):
+                    task = merged.stored.rewrite.task_partition
+                    written.append((task, pool.submit(partial(write_merged, spec, merged))))
+                for rewrite in (s.rewrite for s in stored if not s.mergeable):
+                    task = rewrite.task_partition
+                    partition, file_id, start, count = runs[task]
+                    written.append((task, pool.submit(partial(
+                        self._write_group, spec, source, keys, positions[start:start + count], partition, file_id,
+                        rewrite.base_file, task, release=False))))
+                del rewrites, incoming, reading, stored
+                if k + 2 < len(chunks):
+                    pending[k + 2] = read(chunks[k + 2])
+            stats = {task: pool.result(future) for task, future in written}
+        pa.default_memory_pool().release_unused()
+        return stats
+
+    def _small_rewrites(
+        self, keys: pa.Array, positions: np.ndarray, runs: Sequence[tuple[str, str, int, int]],
+        chunk: Sequence[int], base_files: Mapping[tuple[str, str], str],
+    ) -> tuple[list[GroupRewrite], np.ndarray]:
+        """The rewrites of the file groups ``chunk`` and the positions of their batch rows: the
+        groups' rows one group after another, each group's in key order (rows of one key in
+        batch order)."""
+        counts = [runs[task][3] for task in chunk]
+        order = np.concatenate([positions[runs[task][2]:runs[task][2] + runs[task][3]] for task in chunk])
+        group = np.repeat(np.arange(len(chunk), dtype=np.int32), counts)
+        order = order[pc.sort_indices(pa.table({"g": group, "k": keys.take(pa.array(order))}),
+                                      sort_keys=[("g", "ascending"), ("k", "ascending")]).to_numpy()]
+        ordered_keys = keys.take(pa.array(order))
+        starts = np.cumsum([0, *counts]).tolist()
+        rewrites = []
+        for at, task in enumerate(chunk):
+            partition, file_id = runs[task][:2]
+            known = self._known_keys(partition, file_id, base_files[(partition, file_id)])
+            rewrites.append(GroupRewrite(
+                partition, file_id, base_files[(partition, file_id)], _token(task), task,
+                ordered_keys.slice(starts[at], counts[at]),
+                stored_keys=known.keys if known is not None else None,
+                footer=known.footer if known is not None else None))
+        return rewrites, order
 
     def _write_group(
         self, spec: WriteSpec, rows: ChunkedRows, keys: pa.Array, positions: np.ndarray, partition: str,
@@ -446,6 +538,39 @@ def _bulk_pieces(frame: pa.Table, threads: int) -> int:
     return max(1, min(threads, frame.nbytes // BULK_SPLIT_BYTES))
 
 
+# A copy-on-write upsert's file groups expected to write this many bytes or fewer are small:
+# four or more of them in one write are rewritten with one merge (write/small_rewrites.py), in
+# chunks of at most SMALL_REWRITE_CHUNK_BYTES (every base file of a chunk is held decoded at once).
+SMALL_REWRITE_BYTES = 4 * 1024 * 1024
+SMALL_REWRITE_CHUNK_BYTES = 32 * 1024 * 1024
+SMALL_REWRITE_MIN_GROUPS = 4
+
+
+def small_rewrite_chunks(
+    spec: WriteSpec, runs: Sequence[tuple[str, str, int, int]], base_files: Mapping[tuple[str, str], str],
+    expected: Sequence[int] | None,
+) -> list[list[int]]:
+    """The small file groups of ``runs`` to rewrite with one merge per chunk (indices of ``runs``,
+    in run order); none if fewer than SMALL_REWRITE_MIN_GROUPS, for a merge-on-read write (its
+    file groups get log files) or without the groups' expected sizes."""
+    if spec.log_schema is not None or expected is None:
+        return []
+    small = [task for task, (partition, file_id, _, _) in enumerate(runs)
+             if (partition, file_id) in base_files and expected[task] <= SMALL_REWRITE_BYTES
+             and not runs_alone(expected[task])]
+    if len(small) < SMALL_REWRITE_MIN_GROUPS:
+        return []
+    chunks: list[list[int]] = [[]]
+    size = 0
+    for task in small:
+        if chunks[-1] and size + expected[task] > SMALL_REWRITE_CHUNK_BYTES:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(task)
+        size += expected[task]
+    return chunks
+
+
 def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tuple[list[str], list[np.ndarray | None]]:
     """Each partition path of ``frame`` and the positions of its rows (ascending; partitions in
     the order of their codes); ``[None]`` as the positions: every row is in one partition (nothing
@@ -460,6 +585,11 @@ def partition_rows(frame: pa.Table, known: PartitionPaths | None = None) -> tupl
     if len(paths) == 1:
         return paths.to_pylist(), [None]
     return paths.to_pylist(), list(rows_by_code(codes, len(paths)))
+
+
+def _conformed_rows(source: ChunkedRows, positions: np.ndarray, spec: WriteSpec) -> pa.Table:
+    """The batch's rows at ``positions``, conformed to the write's base files (conform_incoming)."""
+    return conform_incoming(source.take(positions), spec.schema)
 
 
 def _token(task: int) -> str:

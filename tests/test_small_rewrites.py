@@ -1,0 +1,229 @@
+"""Many small file groups of one write are rewritten with one merge (write/small_rewrites.py,
+the Arrow engine's ``_rewrite_small``); the files are those one rewrite per file group writes.
+
+Each test runs the same writes on two tables: ``merged`` as tidemark writes, ``per_group`` with
+the one-merge path turned off. The commits' statistics, every row with its meta columns' parts
+that do not depend on the instant, the order of the rows in each file and the files' footers
+(key range, bloom filter) must be the same; the model and hudi-rs agree with both.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import tidemark
+from conftest import hudi_rs_read
+from tidemark.engines.arrow import writer
+from tidemark.errors import CorruptDataFileError
+from tidemark.format.commit_metadata import CommitMetadata
+
+PARTS = 8
+
+
+def rows(ids: list[int], n: int | list[int | None], *, text: str | None = "t", extra: str | None = "e") -> pa.Table:
+    versions = n if isinstance(n, list) else [n] * len(ids)
+    return pa.table({
+        "id": pa.array(ids, pa.int64()),
+        "part": pa.array([f"p{i % PARTS}" for i in ids], pa.string()),
+        "n": pa.array(versions, pa.int64()),
+        "text": pa.array([None if text is None else f"{text}-{i}-{v}" for i, v in zip(ids, versions, strict=True)],
+                         pa.string()),
+        "extra": pa.array([extra] * len(ids), pa.string()),
+    })
+
+
+def keys(ids: list[int], n: int | None) -> pa.Table:
+    return rows(ids, [n] * len(ids)).select(["id", "part", "n"])
+
+
+def commit_stats(path: Path, instant: str) -> list[tuple[Any, ...]]:
+    meta = CommitMetadata.from_bytes(next((path / ".hoodie/timeline").glob(f"{instant}_*.commit")).read_bytes())
+    return sorted((s.partition_path, s.prev_commit is not None, s.num_writes, s.num_inserts, s.num_updates,
+                   s.num_deletes) for s in meta.write_stats)
+
+
+def files(path: Path, instants: dict[str, int]) -> dict[str, list[Any]]:
+    """Per partition, each latest base file's keys in file order, with each row's commit (by the
+    write's number) and sequence number's last part, and its footer's key range and bloom filter."""
+    found: dict[str, list[str]] = {}
+    for file in sorted(glob.glob(str(path / "part=*" / "*.parquet"))):
+        found.setdefault(os.path.basename(os.path.dirname(file)), []).append(file)
+    result: dict[str, list[Any]] = {}
+    for partition, paths in found.items():
+        newest = max(paths, key=lambda p: p.rsplit("_", 1)[1])  # the partition's last write (one group each)
+        data = pq.read_table(newest)
+        meta = pq.read_metadata(newest).metadata
+        result[partition] = [
+            [(k, instants[c], s.rsplit("_", 1)[1]) for k, c, s in zip(
+                data.column("_hoodie_record_key").to_pylist(), data.column("_hoodie_commit_time").to_pylist(),
+                data.column("_hoodie_commit_seqno").to_pylist(), strict=True)],
+            data.select(["id", "n", "text", "extra"]).to_pylist(),
+            meta[b"hoodie_min_record_key"], meta[b"hoodie_max_record_key"], meta[b"org.apache.hudi.bloomfilter"],
+        ]
+    return result
+
+
+def write_both_ways(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, str], steps: list[tuple[str, pa.Table]],
+    **create: Any,
+) -> tuple[dict[str, Path], dict[str, list[Any]], dict[str, int]]:
+    """The writes on both tables; returns their paths, their commits' statistics, and how many
+    file groups the one-merge path wrote in each."""
+    calls = {"merged": 0, "per_group": 0}
+    real = writer.write_merged
+    current = ["merged"]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[current[0]] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(writer, "write_merged", counting)
+    paths, stats = {}, {}
+    for name in ("merged", "per_group"):
+        current[0] = name
+        if name == "per_group":
+            monkeypatch.setattr(writer, "SMALL_REWRITE_MIN_GROUPS", 10**9)
+        table = tidemark.Table.create(str(tmp_path / name), spark=None, record_key="id", partition_by="part",
+                                      options=options, **create)
+        instants: dict[str, int] = {}
+        stats[name] = []
+        for step, (operation, batch) in enumerate(steps):
+            outcome = getattr(table, operation)(batch)
+            instants[outcome.instant_time] = step
+            stats[name].append(commit_stats(tmp_path / name, outcome.instant_time))
+        stats[name].append(files(tmp_path / name, instants))
+        paths[name] = tmp_path / name
+        table.close()
+    return paths, stats, calls
+
+
+def visible(table: pa.Table) -> dict[int, tuple[Any, ...]]:
+    got = table.select(["id", "n", "text", "extra"]).to_pylist()
+    by_id = {r["id"]: (r["n"], r["text"], r["extra"]) for r in got}
+    assert len(by_id) == len(got)  # no key twice
+    return by_id
+
+
+def test_an_upsert_and_a_delete_of_many_small_file_groups_write_what_one_rewrite_per_group_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seed = list(range(4000))
+    updates = list(range(0, 4000, 3))
+    stale = list(range(1, 4000, 37))  # older ordering values: the stored rows stay, commit time too
+    same = list(range(2, 4000, 101))  # the stored values again: counted as updates
+    new = list(range(9000, 9400))
+    batch = pa.concat_tables([
+        rows(updates, 2), rows([i for i in stale if i not in updates], 0),
+        rows([i for i in same if i not in updates and i not in stale], 1), rows(new, 2)])
+    # No ordering value: whatever is stored goes. Two of the keys the table does not hold.
+    deleted = list(range(5, 4000, 11)) + [20001, 20002]
+    stale_delete = keys(list(range(7, 4000, 13)), 0)  # older than every stored record: nothing deleted
+    steps = [("bulk_insert", rows(seed, 1)), ("upsert", batch), ("delete", keys(deleted, None)),
+             ("delete", stale_delete), ("upsert", rows(list(range(0, 10000, 7)), 3))]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["per_group"] == 0 and calls["merged"] >= 3 * PARTS  # three rewrites of every partition
+    assert stats["merged"] == stats["per_group"]
+    upsert = stats["merged"][1]
+    assert sum(s[4] for s in upsert) == len(updates) + len([i for i in same if i not in updates and i not in stale])
+    assert sum(s[3] for s in upsert) == len(new)
+    assert sum(s[5] for s in stats["merged"][2]) == len(deleted) - 2
+
+    model: dict[int, tuple[Any, ...]] = {i: (1, f"t-{i}-1", "e") for i in seed}
+    model.update({i: (2, f"t-{i}-2", "e") for i in updates + new})
+    for i in deleted:
+        model.pop(i, None)
+    # A delete with an older ordering value than the stored record's loses: nothing is deleted.
+    model.update({i: (3, f"t-{i}-3", "e") for i in range(0, 10000, 7)})
+    for name in ("merged", "per_group"):
+        assert visible(tidemark.Table.open(str(paths[name]), spark=None).read()) == model
+        assert visible(hudi_rs_read(str(paths[name]))) == model
+
+
+@pytest.mark.parametrize("create", [
+    pytest.param({}, id="commit-time"),
+    pytest.param({"ordering_field": "n", "options": {"hoodie.table.partial.update.mode": "IGNORE_DEFAULTS"}},
+                 id="partial-updates"),
+])
+def test_other_mergers_merge_the_same_in_one_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, create: dict[str, Any]
+) -> None:
+    options = create.pop("options", {})
+    steps = [("bulk_insert", rows(list(range(3000)), 1)),
+             ("upsert", rows(list(range(0, 3000, 4)) + list(range(5000, 5100)), 2, text=None, extra="x")),
+             ("upsert", rows(list(range(0, 3000, 6)), 0, extra=None))]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, options, steps, **create)
+    assert calls["merged"] == PARTS + PARTS // 2 and calls["per_group"] == 0  # multiples of 6: even partitions
+    assert stats["merged"] == stats["per_group"]
+    assert visible(hudi_rs_read(str(paths["merged"]))) == visible(hudi_rs_read(str(paths["per_group"])))
+    got = visible(tidemark.Table.open(str(paths["merged"]), spark=None).read())
+    if create:  # partial updates: a null keeps the stored value; the greater ordering value wins
+        assert got[4] == (2, "t-4-1", "x") and got[6] == (1, "t-6-1", "e") and got[12] == (2, "t-12-1", "x")
+    else:  # the later write wins, nulls included
+        assert got[4] == (2, None, "x") and got[6] == (0, "t-6-0", None) and got[12] == (0, "t-12-0", None)
+    assert got[5000] == (2, None, "x") and len(got) == 3100
+
+
+def test_few_or_large_file_groups_are_rewritten_one_by_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    steps = [("bulk_insert", rows(list(range(3000)), 1)), ("upsert", rows([0, 1, 2], 2))]  # three groups touched
+    _, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 0 and stats["merged"] == stats["per_group"]
+    monkeypatch.setattr(writer, "SMALL_REWRITE_BYTES", 0)  # every group "large"
+    monkeypatch.setattr(writer, "SMALL_REWRITE_MIN_GROUPS", 4)
+    table = tidemark.Table.open(str(tmp_path / "merged"), spark=None)
+    table.upsert(rows(list(range(0, 3000, 2)), 5))
+    assert calls["merged"] == 0
+    assert sum(1 for v in visible(table.read()).values() if v[0] == 5) == 1500
+
+
+def test_a_chunk_bound_splits_the_merge_and_keeps_the_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer, "SMALL_REWRITE_CHUNK_BYTES", 1)  # every group a chunk of its own
+    steps = [("bulk_insert", rows(list(range(3000)), 1)), ("upsert", rows(list(range(0, 3000, 5)) + [7777], 2))]
+    chunks: list[list[int]] = []
+    real = writer.small_rewrite_chunks
+
+    def recording(*args: Any) -> list[list[int]]:
+        chunks.extend(real(*args))
+        return real(*args)
+
+    monkeypatch.setattr(writer, "small_rewrite_chunks", recording)
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert [len(c) for c in chunks] == [1] * PARTS  # (asked by the per-group table too: it gets none)
+    assert calls["merged"] == PARTS and stats["merged"] == stats["per_group"]
+    assert visible(hudi_rs_read(str(paths["merged"]))) == visible(hudi_rs_read(str(paths["per_group"])))
+
+
+def test_a_corrupt_base_file_fails_the_write_with_a_typed_error_and_leaves_the_table_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=None, record_key="id", partition_by="part", ordering_field="n")
+    table.bulk_insert(rows(list(range(3000)), 1))
+    damaged = sorted(glob.glob(str(path / "part=p5" / "*.parquet")))[0]
+    with open(damaged, "r+b") as fh:  # the footer's length and magic gone
+        fh.truncate(os.path.getsize(damaged) - 8)
+    files = sorted(glob.glob(str(path / "part=*" / "*.parquet")))
+    commits = [i.requested_time for i in table.timeline() if i.action.value == "commit"]
+    calls: list[int] = []
+    real = writer.merge_stored
+    monkeypatch.setattr(writer, "merge_stored", lambda *a: calls.append(1) or real(*a))
+    with pytest.raises(CorruptDataFileError, match="part=p5"):
+        table.upsert(rows(list(range(0, 3000, 3)) + [7000], 2))  # every partition's small file group
+    assert calls == []  # the merge never ran: the reads failed first
+    reopened = tidemark.Table.open(str(path), spark=None)
+    assert [i.requested_time for i in reopened.timeline() if i.action.value == "commit"] == commits
+    assert [i.action.value for i in reopened.timeline()][-1] == "rollback"
+    assert sorted(glob.glob(str(path / "part=*" / "*.parquet"))) == files  # nothing of the failed write is left
+    good = rows([i for i in range(0, 3000, 3) if i % PARTS != 5], 2)  # the other partitions still take writes
+    reopened.upsert(good)
+    for part in (p for p in range(PARTS) if p != 5):
+        newest = max(glob.glob(str(path / f"part=p{part}" / "*.parquet")), key=lambda p: p.rsplit("_", 1)[1])
+        stored = dict(zip(*pq.read_table(newest, columns=["id", "n"]).columns, strict=True))
+        assert {i.as_py(): n.as_py() for i, n in stored.items() if n.as_py() == 2} == {
+            i: 2 for i in range(part, 3000, PARTS) if i % 3 == 0}
