@@ -57,16 +57,16 @@ def _timed(owner: Any, name: str, events: Events, origin: list[float]) -> None:
 def _watch(events: Events, origin: list[float]) -> None:
     import pyarrow.parquet as pq
 
-    from tidemark.engines.arrow import index, writer
+    from tidemark.engines.arrow import file_groups, index, writer
     from tidemark.write import file_group, footer
 
     for name in ("prepare", "dedup", "tag", "route", "write_file_groups", "write_bulk"):
         _timed(writer.ArrowWritePipeline, name, events, origin)
-    for name in ("partition_rows", "take_columns", "_write_partition", "write_file_group"):
+    for name in ("partition_rows", "take_columns", "_write_partition"):
         _timed(writer, name, events, origin)
     _timed(index, "_probe_file", events, origin)
-    for name in ("read_stored", "merge_stored", "write_merged"):
-        _timed(writer, name, events, origin)
+    for name in ("write_file_group", "read_stored", "merge_stored", "write_merged"):
+        _timed(file_groups, name, events, origin)
     for name in ("with_meta_columns", "open_base_file"):
         _timed(file_group, name, events, origin)
     _timed(footer.FooterKeys, "add", events, origin)

@@ -134,7 +134,7 @@ def test_file_groups_in_order_then_keys_in_order_is_a_sort_of_the_three_columns(
     (partition, file id) pair."""
     import random
 
-    from tidemark.engines.arrow.writer import file_group_order, in_key_order
+    from tidemark.engines.arrow.file_groups import file_group_order, in_key_order
     from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 
     rng = random.Random(1)

@@ -21,7 +21,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read, rows_of
-from tidemark.engines.arrow import tasks, writer
+from tidemark.engines.arrow import file_groups, tasks
 from tidemark.engines.arrow.memory import system_allocator
 
 
@@ -81,18 +81,18 @@ def test_groups_that_run_alone_are_rewritten_on_the_system_pool(tmp_path: Path, 
     # Small file groups made "large": every group of this upsert runs alone, as the groups of a
     # many-file write above the side-by-side bound do.
     monkeypatch.setattr(tasks, "SIDE_BY_SIDE_WRITE_BYTES", 0)
-    monkeypatch.setattr(writer, "runs_alone", lambda weight, budget=0: weight > 0)
+    monkeypatch.setattr(file_groups, "runs_alone", lambda weight, budget=0: weight > 0)
     before = _backend()
     table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part")
     table.bulk_insert(_rows(np.arange(4000), "seed"))
     pools: list[str] = []
-    original = writer.write_file_group
+    original = file_groups.write_file_group
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         pools.append(_backend())
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(writer, "write_file_group", recording)
+    monkeypatch.setattr(file_groups, "write_file_group", recording)
     table.upsert(_rows(np.concatenate([np.arange(0, 4000, 5), np.arange(4000, 4100)]), "new"))
     assert pools == ["system"] * 4  # one rewrite per partition, each alone
     assert _backend() == before
@@ -100,14 +100,14 @@ def test_groups_that_run_alone_are_rewritten_on_the_system_pool(tmp_path: Path, 
     monkeypatch.undo()  # the real rule: four small groups, side by side on the process's pool
     pools.clear()
     rewritten: list[str] = []
-    merged_writer = writer.write_merged
+    merged_writer = file_groups.write_merged
 
     def recording_merged(*args: Any, **kwargs: Any) -> Any:
         rewritten.append(_backend())
         return merged_writer(*args, **kwargs)
 
-    monkeypatch.setattr(writer, "write_file_group", recording)
-    monkeypatch.setattr(writer, "write_merged", recording_merged)
+    monkeypatch.setattr(file_groups, "write_file_group", recording)
+    monkeypatch.setattr(file_groups, "write_merged", recording_merged)
     table.upsert(_rows(np.arange(1, 4000, 7), "again"))
     assert pools == []  # four small groups: rewritten with one merge (write/small_rewrites.py)
     assert rewritten == [before] * 4

@@ -289,11 +289,11 @@ def test_an_upsert_rewriting_two_large_files_in_all_rewrites_them_side_by_side(
     serial write's, and hudi-rs reads what tidemark reads."""
     import threading
 
-    from tidemark.engines.arrow import writer
+    from tidemark.engines.arrow import file_groups
 
     n = 13_000  # a few updates and inserts in each file group
     parallel, written_on = upsert_two_large_files_both_ways(
-        tmp_path, monkeypatch, writer, "write_file_group", range(2 * n - 200, 2 * n + 200), timeout=30)
+        tmp_path, monkeypatch, file_groups, "write_file_group", range(2 * n - 200, 2 * n + 200), timeout=30)
     assert len(written_on) == 2 and threading.main_thread().name not in written_on
     assert parallel.num_rows == 2 * n + 200 and pc.sum(parallel.column("n")).as_py() == 400
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(2 * n + 200))

@@ -265,13 +265,13 @@ def test_commit_deletes_files_of_failed_task_attempts_with_server_markers(tmp_pa
         leftovers.append(dead.path)
         return original(spec, incoming, **kwargs)
 
-    from tidemark.engines.arrow import writer as arrow_writer
+    from tidemark.engines.arrow import file_groups
 
-    arrow_writer.write_file_group = with_failed_attempt  # type: ignore[assignment]
+    file_groups.write_file_group = with_failed_attempt  # type: ignore[assignment]
     try:
         result = table.upsert(pa.Table.from_pylist(seed_rows()))
     finally:
-        arrow_writer.write_file_group = original  # type: ignore[assignment]
+        file_groups.write_file_group = original  # type: ignore[assignment]
     assert leftovers and all(not (Path(table.path) / p).exists() for p in leftovers)
     assert len(list(Path(table.path).rglob("*.parquet"))) == result.num_files == PARTS
     assert not (Path(table.path) / ".hoodie" / ".temp" / result.instant_time).exists()

@@ -20,7 +20,7 @@ import pytest
 
 import tidemark
 from conftest import hudi_rs_read
-from tidemark.engines.arrow import writer
+from tidemark.engines.arrow import file_groups as writer
 from tidemark.errors import CorruptDataFileError
 from tidemark.format.commit_metadata import CommitMetadata
 

@@ -100,20 +100,24 @@ def _install_hooks(spec: dict[str, Any]) -> None:
         protocol_cls.inflight = inflight  # type: ignore[method-assign]
 
     if crash == "while_writing":
-        from tidemark.engines.arrow import writer as arrow_writer
+        from tidemark.engines.arrow import file_groups
 
-        original_write = arrow_writer.write_file_group
+        original_writes = {name: getattr(file_groups, name) for name in ("write_file_group", "write_merged")}
         # File groups are written on threads: only the first one to finish signals and dies (two
         # signalling at once would race on the signal's temporary file and could leave it empty).
         crashing = threading.Lock()
 
-        def write_file_group(spec_: Any, *args: Any, **kwargs: Any) -> Any:
-            stat = original_write(spec_, *args, **kwargs)
-            crashing.acquire()  # never released: the process dies holding it
-            write_atomically(spec["crash_signal"], spec_.instant_time)
-            _die()
-            return stat
-        arrow_writer.write_file_group = write_file_group  # type: ignore[assignment]
+        def crash_after(original_write: Any) -> Any:
+            def write(spec_: Any, *args: Any, **kwargs: Any) -> Any:
+                stat = original_write(spec_, *args, **kwargs)
+                crashing.acquire()  # never released: the process dies holding it
+                write_atomically(spec["crash_signal"], spec_.instant_time)
+                _die()
+                return stat
+            return write
+        # A file group's rewrite alone, or many small ones' after one merge (write/small_rewrites.py).
+        for name, original_write in original_writes.items():
+            setattr(file_groups, name, crash_after(original_write))
 
     if pause or crash in ("holding_lock", "after_publish"):
         original_complete = protocol_cls.complete
