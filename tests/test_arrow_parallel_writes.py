@@ -152,9 +152,18 @@ def test_a_task_pool_runs_tasks_as_submitted_and_raises_the_first_failure_from_a
         with pytest.raises(ValueError, match="task 0"):
             pool.result(futures[-1])  # a later task's result: it did not start
     assert len(started) < 40
+    main = threading.current_thread()
+    with tasks.pool(1) as pool:  # one worker: each task runs as it is submitted, in this thread
+        ran_on = pool.submit(threading.current_thread)
+        assert ran_on.done() and pool.result(ran_on) is main
+        pool.submit(lambda: task(1))
+        after = pool.submit(lambda: 7)
+        with pytest.raises(ValueError, match="task 1"):
+            pool.result(after)  # it did not start: the failure before it is raised
     tasks.cancel()
-    with tasks.pool(2) as pool, pytest.raises(CommitError, match="cancelled"):
-        pool.result(pool.submit(lambda: 1))
+    for workers in (1, 2):
+        with tasks.pool(workers) as pool, pytest.raises(CommitError, match="cancelled"):
+            pool.result(pool.submit(lambda: 1))
 
 
 def test_chunked_rows_take_what_a_take_of_the_whole_table_would() -> None:

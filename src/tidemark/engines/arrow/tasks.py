@@ -155,7 +155,9 @@ class TaskPool:
 
     def __init__(self, tasks: WriteTasks, workers: int) -> None:
         self._tasks = tasks
-        self._executor = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="tidemark-write")
+        # One worker: each task runs in the calling thread as it is submitted (the serial loop).
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tidemark-write") \
+            if workers > 1 else None
         self._failed = threading.Event()
         self._futures: list[Future[object]] = []
 
@@ -165,7 +167,8 @@ class TaskPool:
     def __exit__(self, *exc: object) -> None:
         if exc[0] is not None:  # left by an exception: no further task starts
             self._failed.set()
-        self._executor.shutdown(wait=True)
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
 
     def submit(self, task: Callable[[], T]) -> Future[T]:
         def guarded() -> T:
@@ -177,7 +180,14 @@ class TaskPool:
                 self._failed.set()
                 raise
 
-        future = self._executor.submit(guarded)
+        if self._executor is not None:
+            future = self._executor.submit(guarded)
+        else:
+            future = Future()
+            try:
+                future.set_result(guarded())
+            except BaseException as failure:  # noqa: BLE001 - raised by result(), as from a thread
+                future.set_exception(failure)
         self._futures.append(future)  # type: ignore[arg-type]
         return future
 
