@@ -7,7 +7,9 @@ writes one new base file after creating its marker. :func:`write_new_files`
 writes fresh file groups from a stream of batches (bulk insert), rolling over
 at the target file size. Both return :class:`WriteStat` records only. On a
 merge-on-read table an existing file group gets a log file instead
-(:mod:`tidemark.write.log_append`).
+(:mod:`tidemark.write.log_append`). Many small file groups of one write may be
+rewritten with one merge instead (:mod:`tidemark.write.small_rewrites`), from the
+same parts: :func:`merge_touched`, :func:`write_fresh`, :func:`with_file_name`.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ class FileGroupWrites:
         return known if known is not None and base_file is not None and known.path == base_file else None
 
 
-# A copy-on-write upsert's file groups expected to write this many bytes or fewer are small:
+# A copy-on-write write's file groups expected to write this many bytes or fewer are small:
 # four or more of them in one write are rewritten with one merge (write/small_rewrites.py), in
 # chunks of at most SMALL_REWRITE_CHUNK_BYTES (every base file of a chunk is held decoded at once).
 SMALL_REWRITE_BYTES = 4 * 1024 * 1024
