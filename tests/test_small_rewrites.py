@@ -9,6 +9,7 @@ that do not depend on the instant, the order of the rows in each file and the fi
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from pathlib import Path
@@ -227,3 +228,33 @@ def test_a_corrupt_base_file_fails_the_write_with_a_typed_error_and_leaves_the_t
         stored = dict(zip(*pq.read_table(newest, columns=["id", "n"]).columns, strict=True))
         assert {i.as_py(): n.as_py() for i, n in stored.items() if n.as_py() == 2} == {
             i: 2 for i in range(part, 3000, PARTS) if i % 3 == 0}
+
+
+def test_a_group_the_merge_cannot_take_is_rewritten_alone_and_the_files_are_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # As if p3's base file held a key twice (a damaged table): its group falls back to
+    # write_file_group, after read_stored created its marker (created again there: a no-op).
+    real_read = writer.read_stored
+
+    def read(spec: Any, rewrite: Any) -> Any:
+        stored = real_read(spec, rewrite)
+        return dataclasses.replace(stored, keys_once=False) if rewrite.partition_path == "part=p3" else stored
+
+    alone: list[str] = []
+    real_write = writer.write_file_group
+
+    def write_group(spec: Any, incoming: Any, **kwargs: Any) -> Any:
+        alone.append(kwargs["partition_path"])
+        return real_write(spec, incoming, **kwargs)
+
+    monkeypatch.setattr(writer, "read_stored", read)
+    monkeypatch.setattr(writer, "write_file_group", write_group)
+    steps = [("bulk_insert", rows(list(range(3000)), 1)),
+             ("upsert", rows(list(range(0, 3000, 5)) + list(range(8000, 8080)), 2)),
+             ("delete", keys(list(range(1, 3000, 9)), None))]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 2 * (PARTS - 1) and calls["per_group"] == 0
+    assert alone[:2] == ["part=p3", "part=p3"]  # the merged table's two writes: p3 alone; then every group
+    assert stats["merged"] == stats["per_group"]
+    assert visible(hudi_rs_read(str(paths["merged"]))) == visible(hudi_rs_read(str(paths["per_group"])))

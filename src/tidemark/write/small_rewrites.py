@@ -7,18 +7,18 @@ calls and the interpreter between them, per file group (an upsert of 100 partiti
 rows: ~2 ms of a ~10 ms rewrite, and on two threads the interpreter is taken in turn). Here the
 same rewrite of many small file groups is done in three steps:
 
-1. :func:`read_stored`, per file group (the engine's threads): its base file read whole, its
-   rows split into those the batch's keys touch (in key order) and the others;
+1. :func:`read_stored`, per file group (the engine's threads): its marker, then its base file
+   read whole, its rows split into those the batch's keys touch (in key order) and the others;
 2. :func:`merge_stored`, once for all of them: the table's merger, the stale-record checks and
    the split into unchanged rows, updates, deletes and inserts, each one call over every group;
-3. :func:`write_merged`, per file group (the engine's threads): its marker, then its new base
-   file, written as ``write_file_group`` writes it.
+3. :func:`write_merged`, per file group (the engine's threads): its new base file, written as
+   ``write_file_group`` writes it (its marker was created before its base file was read).
 
 The files are those ``write_file_group`` writes for the same arguments: the same rows in the same
 order and row groups, the same footers and statistics. Only base files are rewritten here (a
-merge-on-read table's file groups get log files), and only file groups that hold each key once
-and get each key at most once from the batch (``read_stored`` says which; the engine writes the
-others with ``write_file_group``).
+merge-on-read table's file groups get log files), and only file groups whose touched rows hold
+each key once and that get each key at most once from the batch (``read_stored`` says which;
+the engine writes the others with ``write_file_group``).
 """
 
 from __future__ import annotations
@@ -76,12 +76,13 @@ class StoredGroup:
     touched: pa.Table  # the rows it touches, in key order, as plain strings
     matched: np.ndarray  # which of the batch's rows of the group (its keys) meet a stored row
     seconds: float  # spent reading and splitting
+    keys_once: bool  # no key twice among the touched rows, nor among the batch's rows
 
     @property
     def mergeable(self) -> bool:
         """Whether each touched row meets exactly one batch row (keys held once on both sides):
         else the group is written by ``write_file_group``."""
-        return int(self.matched.sum()) == self.touched.num_rows
+        return self.keys_once and int(self.matched.sum()) == self.touched.num_rows
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,13 @@ def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
     split its rows by whether the batch holds their keys. Raises CorruptDataFileError for a
     base file that cannot be read."""
     started = time.monotonic()
+    marker = base_file_marker(spec, partition_path=rewrite.partition_path, file_id=rewrite.file_id,
+                              base_file=rewrite.base_file, token=rewrite.token)
+    assert marker is not None  # a base file is written: a copy-on-write rewrite
+    # The marker goes first, as write_file_group's: with early conflict detection a doomed write
+    # stops here, before reading (created again by write_file_group, if the group falls back to
+    # it: creating a marker that exists is a no-op).
+    create_marker(spec, marker)
     source = spec.storage().open_input(rewrite.base_file)
     footer = rewrite.footer if rewrite.footer is not None else read_file_metadata(source, path=rewrite.base_file)
     schema = stored_schema(spec.schema)
@@ -122,9 +130,11 @@ def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
     plain = spec.schema.remove(spec.schema.get_field_index(FILE_NAME))
     rows = pa.concat_tables(touched).cast(plain) if touched else plain.empty_table()
     rows = rows.sort_by(RECORD_KEY)
-    matched = pc.is_in(batch_keys, value_set=rows.column(RECORD_KEY).combine_chunks())
+    touched_keys = rows.column(RECORD_KEY).combine_chunks()
+    matched = pc.is_in(batch_keys, value_set=touched_keys)
+    keys_once = len(pc.unique(touched_keys)) == len(touched_keys) and len(pc.unique(batch_keys)) == len(batch_keys)
     return StoredGroup(rewrite, footer, untouched, rows, matched.to_numpy(zero_copy_only=False),
-                       time.monotonic() - started)
+                       time.monotonic() - started, keys_once)
 
 
 def merge_stored(spec: WriteSpec, groups: Sequence[StoredGroup], incoming: pa.Table) -> list[MergedGroup]:
@@ -183,13 +193,13 @@ def _offsets(groups: np.ndarray, count: int) -> list[int]:
 
 
 def write_merged(spec: WriteSpec, merged: MergedGroup) -> WriteStat:
-    """Write ``merged``'s new base file (its marker first) and return its statistics."""
+    """Write ``merged``'s new base file (its marker was created by :func:`read_stored`) and
+    return its statistics."""
     started = time.monotonic()
     stored, rewrite = merged.stored, merged.stored.rewrite
     marker = base_file_marker(spec, partition_path=rewrite.partition_path, file_id=rewrite.file_id,
                               base_file=rewrite.base_file, token=rewrite.token)
-    assert marker is not None  # a base file is written: a copy-on-write rewrite
-    create_marker(spec, marker)
+    assert marker is not None  # created by read_stored
     name = marker.file_name
     output = spec.storage().open_output(marker.data_file)
     with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
