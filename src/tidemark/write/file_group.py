@@ -39,6 +39,7 @@ from tidemark.format.parquet_file import iter_data_file, read_file_metadata
 from tidemark.markers import IOType, Marker, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import RecordMerger, same_values
+from tidemark.storage.base import DataSource
 from tidemark.write.column_encoding import parquet_options
 from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
@@ -141,48 +142,23 @@ def write_file_group(
             prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
             # The stored rows stream through in slices: the ones the batch does not touch go
             # straight to the new file (with its name), the touched ones are kept for the merge.
-            # The file-name column is not read: every kept row gets the new file's name.
-            name_at = spec.schema.get_field_index(FILE_NAME)
-            plain_schema = spec.schema.remove(name_at)
-            # The per-file meta columns (commit time, partition path) read as the dictionaries the
-            # file stores them as: the untouched rows go to the writer without a string decoded.
-            read_schema = out.schema.remove(name_at)
-            key_at = read_schema.get_field_index(RECORD_KEY)
+            plain_schema = spec.schema.remove(spec.schema.get_field_index(FILE_NAME))
             assert metadata is not None  # read with the base file
-            if stored_keys is not None and (len(stored_keys) != metadata.num_rows or stored_keys.type != pa.string()):
-                stored_keys = None  # not this file's keys as the rewrite reads them: decoded after all
             batch_keys = incoming.column(RECORD_KEY).combine_chunks()
-
-            def as_written(rows: pa.Table) -> pa.Table:
-                return with_file_name(rows, out.schema, name)
-
             touched_pieces = []
-            first_row = 0
-            for piece in iter_data_file(source, path=base_file, batch_size=STREAM_ROWS, metadata=metadata,
-                                        schema=read_schema if stored_keys is None else read_schema.remove(key_at)):
-                if stored_keys is not None:
-                    piece = piece.add_column(key_at, read_schema.field(key_at),
-                                             stored_keys.slice(first_row, piece.num_rows))
-                if touched_rows is None:
-                    hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
-                else:  # the known positions of this slice: no hash table of the batch's keys per slice
-                    mine = touched_rows[np.searchsorted(touched_rows, first_row):
-                                        np.searchsorted(touched_rows, first_row + piece.num_rows)]
-                    mask = np.zeros(piece.num_rows, dtype=bool)
-                    mask[mine - first_row] = True
-                    hit = pa.array(mask)
-                first_row += piece.num_rows
-                touched_pieces.append(piece.filter(hit))
-                out.write_stored(as_written(piece.filter(pc.invert(hit))))
+            for touched_piece, untouched_piece in stored_slices(
+                    spec, source, base_file, metadata, batch_keys, stored_keys, touched_rows):
+                touched_pieces.append(touched_piece)
+                out.write_stored(with_file_name(untouched_piece, out.schema, name))
             # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
             touched = (pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces
                        else plain_schema.empty_table())
             if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
                 held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
                 if not pc.all(held).as_py():
-                    out.write_stored(as_written(touched.filter(pc.invert(held))))
+                    out.write_stored(with_file_name(touched.filter(pc.invert(held)), out.schema, name))
                     touched = touched.filter(held)
-            touched = as_written(touched).sort_by(RECORD_KEY)
+            touched = with_file_name(touched, out.schema, name).sort_by(RECORD_KEY)
             # The stored keys the batch has: a far smaller set to probe than all of the file's keys.
             matched_mask = pc.is_in(incoming.column(RECORD_KEY), value_set=touched.column(RECORD_KEY).combine_chunks())
             matched = incoming.filter(matched_mask).sort_by(RECORD_KEY)
@@ -217,6 +193,39 @@ def write_file_group(
         prev_base_file=base_file.rsplit("/", 1)[-1] if base_file else None,
         total_write_time_ms=int((time.monotonic() - started) * 1000),
     )
+
+
+def stored_slices(
+    spec: WriteSpec, source: DataSource, base_file: str, metadata: pq.FileMetaData, batch_keys: pa.Array,
+    stored_keys: pa.Array | None = None, touched_rows: np.ndarray | None = None,
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The base file's rows in STREAM_ROWS slices, each split into (the rows whose keys the
+    batch's ``batch_keys`` hold, the others), without the file-name column (every kept row gets
+    the new file's name) and with the per-file meta columns (commit time, partition path) as
+    the dictionaries the file stores them as: untouched rows go to the writer without a string
+    decoded. ``stored_keys``: the file's keys in file order, if known (not decoded again);
+    ``touched_rows``: the ascending positions of the rows the batch may touch, if known (a
+    superset is fine; then no slice is probed with the batch's keys)."""
+    schema = stored_schema(spec.schema)
+    read_schema = schema.remove(schema.get_field_index(FILE_NAME))
+    key_at = read_schema.get_field_index(RECORD_KEY)
+    if stored_keys is not None and (len(stored_keys) != metadata.num_rows or stored_keys.type != pa.string()):
+        stored_keys = None  # not this file's keys as the rewrite reads them: decoded after all
+    first_row = 0
+    for piece in iter_data_file(source, path=base_file, batch_size=STREAM_ROWS, metadata=metadata,
+                                schema=read_schema if stored_keys is None else read_schema.remove(key_at)):
+        if stored_keys is not None:
+            piece = piece.add_column(key_at, read_schema.field(key_at), stored_keys.slice(first_row, piece.num_rows))
+        if touched_rows is None:
+            hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
+        else:  # the known positions of this slice: no hash table of the batch's keys per slice
+            mine = touched_rows[np.searchsorted(touched_rows, first_row):
+                                np.searchsorted(touched_rows, first_row + piece.num_rows)]
+            mask = np.zeros(piece.num_rows, dtype=bool)
+            mask[mine - first_row] = True
+            hit = pa.array(mask)
+        first_row += piece.num_rows
+        yield piece.filter(hit), piece.filter(pc.invert(hit))
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, RECORD_KEY
-from tidemark.format.parquet_file import iter_data_file, read_file_metadata
+from tidemark.format.parquet_file import read_file_metadata
 from tidemark.merge import OP_COLUMN, OP_DELETE
 from tidemark.write.column_encoding import parquet_options
 from tidemark.write.file_group import (
@@ -42,11 +42,11 @@ from tidemark.write.file_group import (
     base_file_marker,
     create_marker,
     merge_touched,
+    stored_slices,
     with_file_name,
     write_fresh,
 )
 from tidemark.write.footer import BaseFileWriter, stored_filter
-from tidemark.write.meta_columns import stored_schema
 from tidemark.write.spec import WriteSpec
 
 
@@ -110,23 +110,12 @@ def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
     create_marker(spec, marker)
     source = spec.storage().open_input(rewrite.base_file)
     footer = rewrite.footer if rewrite.footer is not None else read_file_metadata(source, path=rewrite.base_file)
-    schema = stored_schema(spec.schema)
-    read_schema = schema.remove(schema.get_field_index(FILE_NAME))
-    key_at = read_schema.get_field_index(RECORD_KEY)
-    stored_keys = rewrite.stored_keys
-    if stored_keys is not None and (len(stored_keys) != footer.num_rows or stored_keys.type != pa.string()):
-        stored_keys = None
     batch_keys = rewrite.keys
     untouched, touched = [], []
-    first_row = 0
-    for piece in iter_data_file(source, path=rewrite.base_file, batch_size=STREAM_ROWS, metadata=footer,
-                                schema=read_schema if stored_keys is None else read_schema.remove(key_at)):
-        if stored_keys is not None:
-            piece = piece.add_column(key_at, read_schema.field(key_at), stored_keys.slice(first_row, piece.num_rows))
-        first_row += piece.num_rows
-        hit = pc.is_in(piece.column(RECORD_KEY), value_set=batch_keys)
-        touched.append(piece.filter(hit))
-        untouched.append(piece.filter(pc.invert(hit)))
+    for touched_piece, untouched_piece in stored_slices(
+            spec, source, rewrite.base_file, footer, batch_keys, rewrite.stored_keys):
+        touched.append(touched_piece)
+        untouched.append(untouched_piece)
     plain = spec.schema.remove(spec.schema.get_field_index(FILE_NAME))
     rows = pa.concat_tables(touched).cast(plain) if touched else plain.empty_table()
     rows = rows.sort_by(RECORD_KEY)

@@ -112,14 +112,14 @@ class FileGroupWrites:
         written: list[tuple[int, Future[WriteStat]]] = []
         with self._tasks.pool(threads) as pool:
 
-            def read(chunk: Sequence[int]) -> tuple[list[GroupRewrite], Future[pa.Table], list[Future[StoredGroup]]]:
+            def read(chunk: Sequence[int]) -> tuple[Future[pa.Table], list[Future[StoredGroup]]]:
                 rewrites, order = self._small_rewrites(keys, positions, runs, chunk, base_files)
                 incoming = pool.submit(partial(_conformed_rows, source, order, spec))
-                return rewrites, incoming, [pool.submit(partial(read_stored, spec, r)) for r in rewrites]
+                return incoming, [pool.submit(partial(read_stored, spec, r)) for r in rewrites]
 
             pending = {k: read(chunks[k]) for k in range(min(2, len(chunks)))}
             for k in range(len(chunks)):
-                rewrites, incoming, reading = pending.pop(k)
+                incoming, reading = pending.pop(k)
                 stored = [pool.result(f) for f in reading]
                 for merged in merge_stored(spec, stored, pool.result(incoming)):
                     task = merged.stored.rewrite.task_partition
@@ -130,7 +130,7 @@ class FileGroupWrites:
                     written.append((task, pool.submit(partial(
                         self._write_group, spec, source, keys, positions[start:start + count], partition, file_id,
                         rewrite.base_file, task, release=False))))
-                del rewrites, incoming, reading, stored
+                del incoming, reading, stored
                 if k + 2 < len(chunks):
                     pending[k + 2] = read(chunks[k + 2])
             stats = {task: pool.result(future) for task, future in written}
