@@ -72,6 +72,9 @@ def _watch(events: Events, origin: list[float]) -> None:
     _timed(footer.FooterKeys, "add", events, origin)
     _timed(footer.FooterKeys, "footer", events, origin)
     _timed(pq.ParquetWriter, "write_table", events, origin)
+    _timed(footer, "open_base_file", events, origin)
+    _timed(pq.ParquetWriter, "close", events, origin)
+    _timed(pq.ParquetWriter, "__init__", events, origin)
 
 
 def _print_timeline(events: Events) -> None:

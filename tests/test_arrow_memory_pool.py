@@ -117,3 +117,50 @@ def test_groups_that_run_alone_are_rewritten_on_the_system_pool(tmp_path: Path, 
     assert dict(rows_of(table.read(), ["id", "v"])) == expected
     assert dict(rows_of(hudi_rs_read(table.path), ["id", "v"])) == expected
     table.close()
+
+
+class _CountingPyarrow:
+    """pyarrow as a module sees it, but for the default pool's ``release_unused``, counted."""
+
+    def __init__(self) -> None:
+        self.released = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(pa, name)
+
+    def default_memory_pool(self) -> Any:
+        counter, pool = self, pa.default_memory_pool()
+
+        class _Pool:
+            def release_unused(self) -> None:
+                counter.released += 1
+                pool.release_unused()
+
+        return _Pool()
+
+
+def test_a_small_write_keeps_its_freed_pages_a_large_one_gives_them_back(tmp_path: Path, monkeypatch: Any) -> None:
+    """Pages given back to the system are faulted in and zeroed again by the next allocations:
+    only a write large enough to rewrite its file groups one at a time gives them back between
+    its steps (its peak is the largest group's rewrite); a small write keeps them."""
+    from tidemark.engines.arrow import index
+
+    counting = _CountingPyarrow()
+    monkeypatch.setattr(index, "pa", counting)
+    monkeypatch.setattr(file_groups, "pa", counting)
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  options={"hoodie.parquet.small.file.limit": "0"})
+    table.bulk_insert(_rows(np.arange(4000), "seed"))
+    table.upsert(_rows(np.arange(0, 4000, 3), "small"))
+    assert counting.released == 0
+
+    # The same upsert made "large": its probes, its lookup and its rewrites give pages back.
+    monkeypatch.setattr(tasks, "SIDE_BY_SIDE_WRITE_BYTES", 0)
+    table.upsert(_rows(np.arange(1, 4000, 3), "large"))
+    assert counting.released > 0
+    expected = {i: "seed" for i in range(4000)}
+    expected.update({i: "small" for i in range(0, 4000, 3)})
+    expected.update({i: "large" for i in range(1, 4000, 3)})
+    assert dict(rows_of(table.read(), ["id", "v"])) == expected
+    assert dict(rows_of(hudi_rs_read(table.path), ["id", "v"])) == expected
+    table.close()

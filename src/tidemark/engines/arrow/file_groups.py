@@ -20,7 +20,7 @@ from tidemark.engines.arrow.index import FileKeys
 from tidemark.engines.arrow.keys import stable_order
 from tidemark.engines.arrow.memory import system_allocator
 from tidemark.engines.arrow.take import ChunkedRows
-from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, scheduling_weights, write_threads
+from tidemark.engines.arrow.tasks import WriteTasks, gives_pages_back, runs_alone, scheduling_weights, write_threads
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY, write_token
 from tidemark.markers.batch import declare_markers
@@ -54,12 +54,13 @@ class FileGroupWrites:
         # (one group's copy at a time), put in key order by the group's own task.
         runs, positions = file_group_order(rows.select([PARTITION_PATH, FILE_ID_COLUMN]))
         keys = rows.column(RECORD_KEY).combine_chunks()
-        pa.default_memory_pool().release_unused()
-        source = ChunkedRows(rows)
-        spec.storage()  # opened (and cached) here, not by the threads at once
         # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
         # large file groups one at a time (their expected bytes: memory).
         expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
+        if gives_pages_back(expected):
+            pa.default_memory_pool().release_unused()
+        source = ChunkedRows(rows)
+        spec.storage()  # opened (and cached) here, not by the threads at once
         # Declared before any task, the batched small rewrites' too (markers/batch.py).
         declare_markers(spec.markers.batch_id, [
             marker for task, (partition, file_id, _, _) in enumerate(runs)
@@ -67,7 +68,7 @@ class FileGroupWrites:
                                            base_file=base_files.get((partition, file_id)))) is not None
         ])
         chunks = small_rewrite_chunks(spec, runs, base_files, expected)
-        stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files) if chunks else {}
+        stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files, expected) if chunks else {}
         if stats:  # the other file groups are written as before, in run order with these
             rest = [task for task in range(len(runs)) if task not in stats]
             stats.update(zip(rest, self._write_groups(
@@ -93,14 +94,14 @@ class FileGroupWrites:
             partition, file_id, start, count = runs[task]
             tasks.append(partial(self._write_group, spec, source, keys, positions[start:start + count], partition,
                                  file_id, base_files.get((partition, file_id)), task,
-                                 release=expected is None or runs_alone(expected[at]),
+                                 release=expected is None or (scheduled is not None and runs_alone(scheduled[at])),
                                  system_pool=scheduled is not None and runs_alone(scheduled[at])))
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), scheduled)
 
     def _rewrite_small(
         self, spec: WriteSpec, source: ChunkedRows, keys: pa.Array, positions: np.ndarray,
         runs: Sequence[tuple[str, str, int, int]], chunks: Sequence[Sequence[int]],
-        base_files: Mapping[tuple[str, str], str],
+        base_files: Mapping[tuple[str, str], str], expected: Sequence[int] | None,
     ) -> dict[int, WriteStat]:
         """The small file groups of ``chunks`` (indices of ``runs``) rewritten with one merge per
         chunk (write/small_rewrites.py), by task: a chunk's base files are read side by side (its
@@ -134,7 +135,8 @@ class FileGroupWrites:
                 if k + 2 < len(chunks):
                     pending[k + 2] = read(chunks[k + 2])
             stats = {task: pool.result(future) for task, future in written}
-        pa.default_memory_pool().release_unused()
+        if gives_pages_back(None if expected is None else [expected[task] for chunk in chunks for task in chunk]):
+            pa.default_memory_pool().release_unused()
         return stats
 
     def _small_rewrites(

@@ -36,7 +36,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tidemark.engines.arrow.keys import rows_by_code
-from tidemark.engines.arrow.tasks import WriteTasks, runs_alone, write_threads
+from tidemark.engines.arrow.tasks import WriteTasks, gives_pages_back, runs_alone, write_threads
 from tidemark.format.names import PARTITION_PATH, RECORD_KEY
 from tidemark.format.parquet_file import read_data_file
 from tidemark.fsview import BaseFile, FileSystemView
@@ -98,9 +98,11 @@ def tag(
                 owner[mine] = i
                 settled[i] = f
         probed = [(i, f, rows) for i, f, rows in probed if i not in settled]
-    # A large file's probe gives its thread's freed pages back as it ends (its rewrite comes next).
+    # In a write of large files, a large file's probe gives its thread's freed pages back as it
+    # ends (its rewrite comes next, alone: the peak); a small write keeps them for its rewrites.
+    large = gives_pages_back([f.size for _, f, _ in probed])
     probes = tasks.run(
-        [partial(_probe_file, view, f, keys, rows, release=runs_alone(f.size)) for _, f, rows in probed],
+        [partial(_probe_file, view, f, keys, rows, release=large and runs_alone(f.size)) for _, f, rows in probed],
         write_threads(threads, len(probed)),
     )
     # A file whose footer ruled every key out was not read (None).
@@ -119,7 +121,8 @@ def tag(
         budget -= size if keep else 0
         touched[(f.partition_path, f.file_id)] = FileKeys(
             f.path, stored_rows, stored_keys if keep else None, footer if keep else None)
-    pa.default_memory_pool().release_unused()  # the files' keys and hash tables: freed pages back
+    if large:  # the files' keys and hash tables: freed pages back
+        pa.default_memory_pool().release_unused()
     return Lookup(_with_owners(frame, files, owner, by_partition), touched)
 
 

@@ -57,6 +57,16 @@ def scheduling_weights(weights: Sequence[int] | None) -> Sequence[int] | None:
     return None if weights is None or sum(weights) <= SIDE_BY_SIDE_WRITE_BYTES else weights
 
 
+def gives_pages_back(weights: Sequence[int] | None) -> bool:
+    """Whether a write of file groups of ``weights`` (their expected bytes; None: not known)
+    gives the pages pyarrow's pool holds freed back to the system between its steps: only a
+    write scheduled by weights (:func:`scheduling_weights`), whose next step (a large file group
+    rewritten alone) would add them to its peak. A smaller write keeps them for its next steps,
+    as the allocator would: pages given back are faulted in and zeroed again by the next
+    allocations (a 1M-row upsert of two 27 MiB file groups: ~0.04 s of ~0.40, ~10 %)."""
+    return weights is None or scheduling_weights(weights) is not None
+
+
 def write_threads(configured: int, tasks: int) -> int:
     """Threads for ``tasks`` file-group writes: one per core, fewer if ``configured`` (Hudi's
     shuffle parallelism option, > 0) or the number of tasks says so; never more than the cores
