@@ -306,3 +306,55 @@ def test_an_upsert_rewriting_two_large_files_in_all_rewrites_them_side_by_side(
     assert len(written_on) == 2 and threading.main_thread().name not in written_on
     assert parallel.num_rows == 2 * n + 200 and pc.sum(parallel.column("n")).as_py() == 400
     assert sorted(hudi_rs_read(str(tmp_path / "parallel")).column("id").to_pylist()) == list(range(2 * n + 200))
+
+
+def test_a_small_writes_large_files_are_rewritten_with_the_keys_their_lookup_read(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A write small enough to rewrite its large file groups side by side keeps the keys its
+    lookup read of them, so their rewrites do not decode the key column again; the files are
+    those of rewrites that decode it (nothing kept): the same rows in the same order, the same
+    footers' key ranges and filters, the same commit statistics; hudi-rs reads the same rows."""
+    import pyarrow.parquet as pq
+
+    from tidemark.engines.arrow import file_groups, index
+
+    n = 13_000
+    wide = large_rows(n)
+    given: list[tuple[bool, bool]] = []  # per file group written: (rewritten, keys given)
+    real = file_groups.write_file_group
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        given.append((kwargs["base_file"] is not None, kwargs.get("stored_keys") is not None))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(file_groups, "write_file_group", recording)
+    found = {}
+    for name, budget in (("kept", index.KEPT_KEY_BYTES), ("decoded", 0)):
+        monkeypatch.setattr(index, "KEPT_KEY_BYTES", budget)
+        given.clear()
+        # No small files: each partition's keys are looked up (a partition's sole small file
+        # would take all of its rows unprobed), the new keys go to new file groups.
+        table = create(tmp_path / name, {**PARALLEL, "hoodie.parquet.small.file.limit": "0"})
+        table.bulk_insert(wide(range(0, 2 * n), 0))
+        upsert = table.upsert(wide(range(1, 2 * n + 400, 7), 1))
+        # The two large file groups, rewritten side by side, and the two new ones.
+        assert sorted(given) == [(False, False)] * 2 + [(True, name == "kept")] * 2
+        newest = [f for f in data_files(tmp_path / name) if upsert.instant_time in f]
+        assert len(newest) == 4
+        contents = []
+        for file in newest:
+            data = pq.read_table(tmp_path / name / file)
+            meta = pq.read_metadata(tmp_path / name / file).metadata
+            contents.append((data.select(["_hoodie_record_key", "id", "n", "text"]).to_pylist(),
+                             [s.rsplit("_", 1)[1] for s in data.column("_hoodie_commit_seqno").to_pylist()],
+                             meta[b"hoodie_min_record_key"], meta[b"hoodie_max_record_key"],
+                             meta[b"org.apache.hudi.bloomfilter"]))
+        stats = sorted((s[0], *s[2:]) for s in commit_stats(tmp_path / name, upsert.instant_time))  # no tokens
+        found[name] = (sorted(contents, key=lambda c: c[2]), stats,
+                       sorted(hudi_rs_read(str(tmp_path / name)).select(["id", "n"]).to_pylist(),
+                              key=lambda r: r["id"]))
+        table.close()
+    assert found["kept"] == found["decoded"]
+    updated = set(range(1, 2 * n + 400, 7))
+    assert found["kept"][2] == [{"id": i, "n": int(i in updated)} for i in sorted(updated | set(range(2 * n)))]

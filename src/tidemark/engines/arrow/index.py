@@ -6,9 +6,10 @@ file of a partition the batch names; every file for a batch without partition pa
 by its footer (key range, bloom filter) against the batch's keys of its partition; unless that
 rules them all out, its stored keys are read and probed, the files side by side on the write
 threads. The positions of the file's rows that the batch holds come back too, so that the
-file's rewrite need not probe its keys again (:attr:`Lookup.touched`), and, for files small
-enough to be rewritten side by side (up to a budget in all), the keys read, so that the
-rewrite need not decode its record-key column again. A key found stored in two files (a
+file's rewrite need not probe its keys again (:attr:`Lookup.touched`), and, for files to be
+rewritten side by side (all but a large write's large files, which are rewritten alone; up to
+a budget in all), the keys read, so that the rewrite need not decode its record-key column
+again. A key found stored in two files (a
 damaged table) is tagged as a join would: one row per file.
 
 An upsert's partition whose one file group takes all of its rows, found or not
@@ -114,10 +115,11 @@ def tag(
             return Lookup(_tag_by_join(frame, [*settled.values(), *(f for _, f, _, _ in read)], view, by_partition))
         owner[where] = i
         # Kept only for a file some of whose keys the batch holds (it will be rewritten) and
-        # that is rewritten beside others: a large file's rewrite holds memory enough already.
+        # that is rewritten beside others: a large file rewritten alone (in a large write)
+        # holds memory enough already.
         # Its footer too (the rewrite does not read it again), counted in: it holds the filter.
         size = stored_keys.nbytes + (footer.serialized_size if footer is not None else 0)
-        keep = len(stored_rows) > 0 and not runs_alone(f.size) and size <= budget
+        keep = len(stored_rows) > 0 and not (large and runs_alone(f.size)) and size <= budget
         budget -= size if keep else 0
         touched[(f.partition_path, f.file_id)] = FileKeys(
             f.path, stored_rows, stored_keys if keep else None, footer if keep else None)
