@@ -42,6 +42,8 @@ def main() -> int:
     p.add_argument("--cprofile", action="store_true", help="profile the last tidemark run")
     p.add_argument("--callees", metavar="FUNCTION", help="with --cprofile: what FUNCTION spent its time in")
     p.add_argument("--top", type=int, default=30, help="rows of the profile, by own time")
+    p.add_argument("--side", choices=["both", "tidemark", "delta-rs"], default="both",
+                   help="run one side only (for `perf record` of one writer's process)")
     p.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                    help="a write option of tidemark's side (repeatable): hoodie.parquet.bloom.filter.enabled=false")
     args = p.parse_args()
@@ -91,7 +93,9 @@ def main() -> int:
 
         profile = cProfile.Profile()
         for rep in range(args.repeat):
-            sides: list[tuple[str, Callable[[str], None]]] = [("tidemark", tidemark_run), ("delta-rs", delta_run)]
+            sides: list[tuple[str, Callable[[str], None]]] = [
+                (side, run) for side, run in (("tidemark", tidemark_run), ("delta-rs", delta_run))
+                if args.side in ("both", side)]
             for side, run in sides:
                 path = os.path.join(root, f"{side}-{rep}")
                 profiled = args.cprofile and side == "tidemark" and rep == args.repeat - 1
