@@ -318,28 +318,41 @@ def test_a_small_writes_large_files_are_rewritten_with_the_keys_their_lookup_rea
     import pyarrow.parquet as pq
 
     from tidemark.engines.arrow import file_groups, index
+    from tidemark.engines.arrow.tasks import runs_alone
+    from tidemark.write import file_group
 
     n = 13_000
     wide = large_rows(n)
     given: list[tuple[bool, bool]] = []  # per file group written: (rewritten, keys given)
-    real = file_groups.write_file_group
+    decoded: list[bool] = []  # per base file streamed through a rewrite: its key column decoded
+    real, real_iter = file_groups.write_file_group, file_group.iter_data_file
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         given.append((kwargs["base_file"] is not None, kwargs.get("stored_keys") is not None))
         return real(*args, **kwargs)
 
+    def streaming(*args: Any, **kwargs: Any) -> Any:
+        decoded.append("_hoodie_record_key" in kwargs["schema"].names)
+        return real_iter(*args, **kwargs)
+
     monkeypatch.setattr(file_groups, "write_file_group", recording)
+    monkeypatch.setattr(file_group, "iter_data_file", streaming)
     found = {}
     for name, budget in (("kept", index.KEPT_KEY_BYTES), ("decoded", 0)):
         monkeypatch.setattr(index, "KEPT_KEY_BYTES", budget)
-        given.clear()
         # No small files: each partition's keys are looked up (a partition's sole small file
         # would take all of its rows unprobed), the new keys go to new file groups.
         table = create(tmp_path / name, {**PARALLEL, "hoodie.parquet.small.file.limit": "0"})
         table.bulk_insert(wide(range(0, 2 * n), 0))
+        sizes = [(tmp_path / name / f).stat().st_size for f in data_files(tmp_path / name)]
+        assert len(sizes) == 2 and all(runs_alone(size) for size in sizes)  # each large; a small write in all
+        given.clear()
+        decoded.clear()
         upsert = table.upsert(wide(range(1, 2 * n + 400, 7), 1))
-        # The two large file groups, rewritten side by side, and the two new ones.
+        # The two large file groups, rewritten side by side, and the two new ones; only the
+        # rewrites without the lookup's keys decode the base file's key column.
         assert sorted(given) == [(False, False)] * 2 + [(True, name == "kept")] * 2
+        assert decoded == [name == "decoded"] * 2
         newest = [f for f in data_files(tmp_path / name) if upsert.instant_time in f]
         assert len(newest) == 4
         contents = []

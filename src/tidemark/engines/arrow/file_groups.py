@@ -68,7 +68,8 @@ class FileGroupWrites:
                                            base_file=base_files.get((partition, file_id)))) is not None
         ])
         chunks = small_rewrite_chunks(spec, runs, base_files, expected)
-        stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files, expected) if chunks else {}
+        stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files,
+                                    release=gives_pages_back(expected)) if chunks else {}
         if stats:  # the other file groups are written as before, in run order with these
             rest = [task for task in range(len(runs)) if task not in stats]
             stats.update(zip(rest, self._write_groups(
@@ -101,14 +102,15 @@ class FileGroupWrites:
     def _rewrite_small(
         self, spec: WriteSpec, source: ChunkedRows, keys: pa.Array, positions: np.ndarray,
         runs: Sequence[tuple[str, str, int, int]], chunks: Sequence[Sequence[int]],
-        base_files: Mapping[tuple[str, str], str], expected: Sequence[int] | None,
+        base_files: Mapping[tuple[str, str], str], *, release: bool,
     ) -> dict[int, WriteStat]:
         """The small file groups of ``chunks`` (indices of ``runs``) rewritten with one merge per
         chunk (write/small_rewrites.py), by task: a chunk's base files are read side by side (its
         batch rows taken beside), merged on this thread, its new files written side by side. The
         chunks are pipelined: the next chunk's files are read while this thread merges, and at most
         three chunks are held at once. A group the merge cannot take (a key twice in its base file)
-        is written by its own task, as the others are."""
+        is written by its own task, as the others are. ``release``: pyarrow's freed pages go back
+        to the system at the end (a large write's, :func:`~tidemark.engines.arrow.tasks.gives_pages_back`)."""
         threads = write_threads(self.threads, sum(map(len, chunks)))
         written: list[tuple[int, Future[WriteStat]]] = []
         with self._tasks.pool(threads) as pool:
@@ -135,7 +137,7 @@ class FileGroupWrites:
                 if k + 2 < len(chunks):
                     pending[k + 2] = read(chunks[k + 2])
             stats = {task: pool.result(future) for task, future in written}
-        if gives_pages_back(None if expected is None else [expected[task] for chunk in chunks for task in chunk]):
+        if release:  # a large write's other file groups come next, some alone: its peak
             pa.default_memory_pool().release_unused()
         return stats
 
@@ -182,7 +184,7 @@ class FileGroupWrites:
                 base_footer=known.footer if known is not None else None,
             )
             del group
-        if release:  # a large group's pages back to the system; a small one's serve the next group
+        if release:  # a large write's large group's pages back to the system; else they serve the next group
             pa.default_memory_pool().release_unused()
         return stat
 

@@ -7,9 +7,10 @@ by its footer (key range, bloom filter) against the batch's keys of its partitio
 rules them all out, its stored keys are read and probed, the files side by side on the write
 threads. The positions of the file's rows that the batch holds come back too, so that the
 file's rewrite need not probe its keys again (:attr:`Lookup.touched`), and, for files to be
-rewritten side by side (all but a large write's large files, which are rewritten alone; up to
-a budget in all), the keys read, so that the rewrite need not decode its record-key column
-again. A key found stored in two files (a
+rewritten side by side (all but the large files of a large write, which are rewritten alone:
+one whose probed files and batch weigh more than the side-by-side bound of
+:func:`~tidemark.engines.arrow.tasks.scheduling_weights`; up to a budget in all), the keys
+read, so that the rewrite need not decode its record-key column again. A key found stored in two files (a
 damaged table) is tagged as a join would: one row per file.
 
 An upsert's partition whose one file group takes all of its rows, found or not
@@ -48,7 +49,7 @@ from tidemark.write.plan import SoleSmallFile
 _SEQ = "_tm_seq"
 
 # Record keys read by the lookup kept for the rewrites, in all (bytes of the decoded keys):
-# beyond it (and for a file large enough to be rewritten alone) the rewrite decodes them again.
+# beyond it (and for a file rewritten alone in a large write) the rewrite decodes them again.
 KEPT_KEY_BYTES = 64 * 1024 * 1024
 
 
@@ -99,9 +100,10 @@ def tag(
                 owner[mine] = i
                 settled[i] = f
         probed = [(i, f, rows) for i, f, rows in probed if i not in settled]
-    # In a write of large files, a large file's probe gives its thread's freed pages back as it
-    # ends (its rewrite comes next, alone: the peak); a small write keeps them for its rewrites.
-    large = gives_pages_back([f.size for _, f, _ in probed])
+    # A large write (its probed files and its batch above the side-by-side bound, as its file
+    # groups will weigh) gives pages back: a large file's probe as it ends (its rewrite comes
+    # next, alone: the peak), and the lookup; a small write keeps them for its rewrites.
+    large = gives_pages_back([*(f.size for _, f, _ in probed), frame.nbytes])
     probes = tasks.run(
         [partial(_probe_file, view, f, keys, rows, release=large and runs_alone(f.size)) for _, f, rows in probed],
         write_threads(threads, len(probed)),

@@ -60,10 +60,11 @@ def scheduling_weights(weights: Sequence[int] | None) -> Sequence[int] | None:
 def gives_pages_back(weights: Sequence[int] | None) -> bool:
     """Whether a write of file groups of ``weights`` (their expected bytes; None: not known)
     gives the pages pyarrow's pool holds freed back to the system between its steps: only a
-    write scheduled by weights (:func:`scheduling_weights`), whose next step (a large file group
-    rewritten alone) would add them to its peak. A smaller write keeps them for its next steps,
-    as the allocator would: pages given back are faulted in and zeroed again by the next
-    allocations (a 1M-row upsert of two 27 MiB file groups: ~0.04 s of ~0.40, ~10 %)."""
+    write scheduled by weights (:func:`scheduling_weights`), whose next steps (its large file
+    groups, if any, rewritten alone) would add them to their peak. A smaller write keeps them
+    for its next steps, as the allocator would, which returns them on its own: pages given back
+    are faulted in and zeroed again by the next allocations (a 1M-row upsert of two 27 MiB file
+    groups: ~0.04 s of ~0.40, ~10 %)."""
     return weights is None or scheduling_weights(weights) is not None
 
 
