@@ -371,3 +371,37 @@ def test_a_small_writes_large_files_are_rewritten_with_the_keys_their_lookup_rea
     assert found["kept"] == found["decoded"]
     updated = set(range(1, 2 * n + 400, 7))
     assert found["kept"][2] == [{"id": i, "n": int(i in updated)} for i in sorted(updated | set(range(2 * n)))]
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_the_lookup_keeps_keys_only_for_base_files_it_rewrites(
+    tmp_path: Path, monkeypatch: Any, table_type: str
+) -> None:
+    """The keys a lookup read are kept for the rewrites of copy-on-write file groups; a
+    merge-on-read table's file groups get log files, so none is kept. Both tables read the model,
+    in tidemark and in hudi-rs."""
+    from tidemark.engines.arrow import writer
+
+    lookups: list[Any] = []
+    real = writer.tag_keys
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        lookups.append(real(*args, **kwargs))
+        return lookups[-1]
+
+    monkeypatch.setattr(writer, "tag_keys", recording)
+    # No small files: every partition's keys are looked up.
+    table = tidemark.Table.create(str(tmp_path / "t"), spark=None, record_key="id", partition_by="part",
+                                  ordering_field="n", table_type=table_type,
+                                  options={"hoodie.parquet.small.file.limit": "0"})
+    table.bulk_insert(rows(range(0, 600), 0))
+    table.upsert(rows(range(0, 900, 5), 1))
+    (lookup,) = lookups
+    assert len(lookup.touched) == PARTS  # every partition's file holds some of the batch's keys
+    kept = [found.keys is not None for found in lookup.touched.values()]
+    assert kept == [table_type == "COPY_ON_WRITE"] * PARTS
+    expected = {i: 0 for i in range(600)} | {i: 1 for i in range(0, 900, 5)}
+    assert dict(zip(*(table.read().column(c).to_pylist() for c in ("id", "n")), strict=True)) == expected
+    read = hudi_rs_read(str(tmp_path / "t"))
+    assert dict(zip(*(read.column(c).to_pylist() for c in ("id", "n")), strict=True)) == expected
+    table.close()

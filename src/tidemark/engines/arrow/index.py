@@ -73,13 +73,15 @@ class Lookup:
 
 
 def tag(
-    frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int, sole: SoleSmallFile | None = None
+    frame: pa.Table, view: FileSystemView, tasks: WriteTasks, threads: int, sole: SoleSmallFile | None = None,
+    *, keep_keys: bool = True,
 ) -> Lookup:
     """``frame`` (the prepared batch) with each row's file id (see the module). Files are read
     side by side on up to ``threads`` threads, large ones too: a probe holds a file's keys, not
     its rows (the rewrites of large file groups run one at a time: engines/arrow/tasks.py).
     ``sole``: the rows of a partition whose one file group takes them all are tagged with it,
-    unprobed (nothing of that file is in :attr:`Lookup.touched`)."""
+    unprobed (nothing of that file is in :attr:`Lookup.touched`). ``keep_keys``: whether the
+    files' keys may be kept for their rewrites (not where no base file is rewritten)."""
     by_partition = PARTITION_PATH in frame.column_names
     n = frame.num_rows
     keys = frame.column(RECORD_KEY).combine_chunks().cast(pa.string()) if n else pa.array([], pa.string())
@@ -121,7 +123,7 @@ def tag(
         # holds memory enough already.
         # Its footer too (the rewrite does not read it again), counted in: it holds the filter.
         size = stored_keys.nbytes + (footer.serialized_size if footer is not None else 0)
-        keep = len(stored_rows) > 0 and not (large and runs_alone(f.size)) and size <= budget
+        keep = keep_keys and len(stored_rows) > 0 and not (large and runs_alone(f.size)) and size <= budget
         budget -= size if keep else 0
         touched[(f.partition_path, f.file_id)] = FileKeys(
             f.path, stored_rows, stored_keys if keep else None, footer if keep else None)

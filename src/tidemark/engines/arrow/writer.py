@@ -245,7 +245,8 @@ class ArrowWritePipeline:
     def tag(self, frame: pa.Table, view: FileSystemView, sole: SoleSmallFile | None = None) -> pa.Table:
         """The batch with each row's file id (null: a new key) and, for a batch without partition
         paths, the partition path of the file holding the key (engines/arrow/index.py)."""
-        lookup = tag_keys(frame, view, self._tasks, self.threads, sole)
+        # A merge-on-read table's file groups get log files: no base file is read again.
+        lookup = tag_keys(frame, view, self._tasks, self.threads, sole, keep_keys=not self.layout.merge_on_read)
         self._touched = lookup.touched
         return lookup.tagged
 
