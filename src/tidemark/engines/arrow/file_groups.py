@@ -57,7 +57,8 @@ class FileGroupWrites:
         # File groups side by side on threads (engines/arrow/tasks.py), statistics in run order;
         # large file groups one at a time (their expected bytes: memory).
         expected = None if weights is None else [weights.get((p, f), 0) for p, f, _, _ in runs]
-        if gives_pages_back(expected):
+        release = gives_pages_back(expected)  # between the steps: only a large write's pages
+        if release:
             pa.default_memory_pool().release_unused()
         source = ChunkedRows(rows)
         spec.storage()  # opened (and cached) here, not by the threads at once
@@ -69,7 +70,7 @@ class FileGroupWrites:
         ])
         chunks = small_rewrite_chunks(spec, runs, base_files, expected)
         stats = self._rewrite_small(spec, source, keys, positions, runs, chunks, base_files,
-                                    release=gives_pages_back(expected)) if chunks else {}
+                                    release=release) if chunks else {}
         if stats:  # the other file groups are written as before, in run order with these
             rest = [task for task in range(len(runs)) if task not in stats]
             stats.update(zip(rest, self._write_groups(
@@ -93,10 +94,10 @@ class FileGroupWrites:
         tasks: list[Callable[[], WriteStat]] = []
         for at, task in enumerate(chosen):
             partition, file_id, start, count = runs[task]
+            on_its_own = scheduled is not None and runs_alone(scheduled[at])  # a large write's large group
             tasks.append(partial(self._write_group, spec, source, keys, positions[start:start + count], partition,
                                  file_id, base_files.get((partition, file_id)), task,
-                                 release=expected is None or (scheduled is not None and runs_alone(scheduled[at])),
-                                 system_pool=scheduled is not None and runs_alone(scheduled[at])))
+                                 release=expected is None or on_its_own, system_pool=on_its_own))
         return self._tasks.run(tasks, write_threads(self.threads, len(tasks)), scheduled)
 
     def _rewrite_small(

@@ -10,8 +10,8 @@ file's rewrite need not probe its keys again (:attr:`Lookup.touched`), and, for 
 rewritten side by side (all but the large files of a large write, which are rewritten alone:
 one whose probed files and batch weigh more than the side-by-side bound of
 :func:`~tidemark.engines.arrow.tasks.scheduling_weights`; up to a budget in all), the keys
-read, so that the rewrite need not decode its record-key column again. A key found stored in two files (a
-damaged table) is tagged as a join would: one row per file.
+read, so that the rewrite need not decode its record-key column again. A key found stored in
+two files (a damaged table) is tagged as a join would: one row per file.
 
 An upsert's partition whose one file group takes all of its rows, found or not
 (:class:`~tidemark.write.plan.SoleSmallFile`), is not probed: its rows are tagged with that file
