@@ -260,7 +260,7 @@ def _reference_contains(bloom: BloomFilter, key: str) -> bool:
         signed = seed - 2**32 if seed >= 2**31 else seed
         remainder = abs(signed) % bloom.vector_size if signed != -(2**31) else 2**31 % bloom.vector_size
         where.append(remainder)
-    return any(all(bits[p] for p in where) for bits in bloom.rows)
+    return any(all((bits[p // 8] >> (p % 8)) & 1 for p in where) for bits in bloom.rows)
 
 
 @pytest.mark.parametrize(("stored", "entries"), [(3_000, 60_000), (5_000, 1_000)])

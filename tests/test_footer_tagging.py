@@ -72,7 +72,7 @@ def test_the_locator_names_the_file_of_every_stored_key_and_none_for_new_keys(tm
 def _saturated(filter_text: bytes) -> bytes:
     """The same filter with every bit set: it may hold any key (a worst-case false positive)."""
     bloom = BloomFilter.parse(filter_text)
-    full = tuple(np.ones_like(bits) for bits in bloom.rows)
+    full = tuple(np.full_like(bits, 0xFF) for bits in bloom.rows)
     return BloomFilter(bloom.vector_size, bloom.hashes, bloom.keys_per_row, bloom.current_row_count,
                        full).serialize().encode()
 

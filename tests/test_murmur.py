@@ -80,3 +80,42 @@ def test_compiled_hashing_can_be_turned_off() -> None:
                              env={**os.environ, "TIDEMARK_COMPILED_HASHING": setting})
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == off
+
+
+@pytest.mark.parametrize("hashing", ["compiled", "numpy"])
+def test_placements_run_side_by_side_into_one_filter_lose_no_bit(compiled: murmur.Kernels, hashing: str) -> None:
+    """A builder's placements may run on several threads at once (the footer's hashing threads):
+    each sets bits by a read, an or and a store, into rows of its own that are or-ed in turn.
+    Sixty-four pieces over two filter rows, placed on eight threads, give the filter one
+    placement after another gives (the packed bits, byte for byte)."""
+    keys = pa.array(_words(7, 96_000), pa.string())
+    pieces = [keys.slice(start, 1_500) for start in range(0, len(keys), 1_500)]
+    saved = murmur.kernels
+    if hashing == "numpy":
+        murmur.kernels = lambda: None  # type: ignore[assignment]
+    try:
+        side_by_side = bloom.BloomBuilder(num_entries=60_000)
+        placements = [place for piece in pieces for place in side_by_side.reserve(piece)]
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda place: place(), placements))
+        one_by_one = bloom.BloomBuilder(num_entries=60_000)
+        for piece in pieces:
+            one_by_one.add(piece)
+        built, expected = side_by_side.build(), one_by_one.build()
+    finally:
+        murmur.kernels = saved  # type: ignore[assignment]
+    assert len(built.rows) == 2 and built.serialize() == expected.serialize()
+    assert all(row.dtype == np.uint8 and len(row) == (built.vector_size + 7) // 8 for row in built.rows)
+    assert built.might_contain(keys).all()
+
+
+def test_the_compiled_placement_refuses_rows_outside_the_filter(compiled: murmur.Kernels) -> None:
+    binary = pa.array(["a", "b"], pa.binary())
+    offsets, data = murmur.key_buffers(binary)
+    bits = np.zeros((1, 2), dtype=np.uint8)
+    with pytest.raises(ValueError, match="row"):
+        compiled.place(offsets, data, None, np.array([0, 1], dtype=np.int64), bits, 16, 3)
+    with pytest.raises(ValueError, match="bytes per row"):
+        compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), np.zeros((1, 2), dtype=bool), 16, 3)
+    compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), bits, 16, 3)
+    assert bits.any()

@@ -24,6 +24,7 @@ from conftest import hudi_rs_read
 from tidemark.engines.arrow import file_groups as writer
 from tidemark.errors import CorruptDataFileError
 from tidemark.format.commit_metadata import CommitMetadata
+from tidemark.write import file_group
 
 PARTS = 8
 
@@ -258,3 +259,120 @@ def test_a_group_the_merge_cannot_take_is_rewritten_alone_and_the_files_are_the_
     assert alone[:2] == ["part=p3", "part=p3"]  # the merged table's two writes: p3 alone; then every group
     assert stats["merged"] == stats["per_group"]
     assert visible(hudi_rs_read(str(paths["merged"]))) == visible(hudi_rs_read(str(paths["per_group"])))
+
+
+def test_each_files_key_range_is_its_keys_whether_the_rewrite_keeps_widens_or_drops_its_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite that writes every stored key again takes their range from the stored footer
+    and finds only the new keys' (write/footer.py, ``stored_range``); one that deletes keys finds
+    the range of what it writes. Record keys compare as strings: "1000" < "200" < "99"."""
+    seed = list(range(100, 1000))
+    steps = [
+        ("bulk_insert", rows(seed, 1)),
+        # updates only (p0, p1: the range stays), keys below and above every stored one in others.
+        ("upsert", rows([i for i in range(100, 1000, 7) if i % PARTS in (0, 1)]
+                        + [i for i in [1000, 1001, 1002, 1003, 2005, 2006, 9, 10, 11, 12, 13, 14, 15]
+                           if i % PARTS not in (0, 1)], 2)),
+        # the smallest and largest keys (as strings) of every partition deleted: the ranges shrink.
+        ("delete", keys([1000, 1001, 1002, 1003, 2005, 2006, 9, 10, 11, 12, 13, 14, 15]
+                        + [i for i in range(100, 1000) if str(i) in {"100", "101", "102", "103", "104", "105", "106",
+                                                                     "107", "992", "993", "994", "995", "996", "997",
+                                                                     "998", "999"}], None)),
+        ("upsert", rows([i for i in range(100, 1000, 11)], 3)),
+    ]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 3 * PARTS and calls["per_group"] == 0
+    assert stats["merged"] == stats["per_group"]
+    for name in ("merged", "per_group"):
+        for file in glob.glob(str(paths[name] / "part=*" / "*.parquet")):
+            stored = [str(k) for k in pq.read_table(file, columns=["_hoodie_record_key"]).column(0).to_pylist()]
+            meta = pq.read_metadata(file).metadata
+            assert (meta[b"hoodie_min_record_key"].decode(), meta[b"hoodie_max_record_key"].decode()) == \
+                (min(stored), max(stored)), file
+    model = {i: 1 for i in seed}
+    model.update({i: 2 for i in steps[1][1].column("id").to_pylist()})
+    for i in steps[2][1].column("id").to_pylist():
+        model.pop(i, None)
+    model.update({i: 3 for i in range(100, 1000, 11)})
+    for name in ("merged", "per_group"):
+        assert {k: v[0] for k, v in visible(hudi_rs_read(str(paths[name]))).items()} == model
+
+
+def test_a_rewritten_files_commit_times_stay_one_dictionary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stored rows' commit time and the new rows' come as pieces with dictionaries of their
+    own; the writer keeps a column chunk's dictionary encoding only while every piece brings the
+    dictionary it began with, so the pieces are given one dictionary (else the new rows' times
+    are written plain: ~20 bytes a row). Both rewrite paths; the times read back per row."""
+    steps = [("bulk_insert", rows(list(range(4000)), 1)), ("upsert", rows(list(range(0, 4000, 3)) + [9001], 2)),
+             ("upsert", rows(list(range(1, 4000, 5)), 3))]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 2 * PARTS and stats["merged"] == stats["per_group"]
+    for name in ("merged", "per_group"):
+        instants = sorted({c for f in glob.glob(str(paths[name] / "part=*" / "*.parquet"))
+                           for c in pq.read_table(f, columns=["_hoodie_commit_time"]).column(0).to_pylist()})
+        assert len(instants) == 3
+        newest = stats[name][-1]
+        for partition, _ in newest.items():
+            files_of = sorted(glob.glob(str(paths[name] / partition / "*.parquet")), key=lambda p: p.rsplit("_", 1)[1])
+            latest = files_of[-1]
+            chunk = pq.read_metadata(latest).row_group(0).column(0)
+            assert chunk.path_in_schema == "_hoodie_commit_time"
+            assert chunk.total_uncompressed_size < 1024, (latest, chunk.total_uncompressed_size)  # 500 rows, 3 times
+            data = pq.read_table(latest, columns=["id", "_hoodie_commit_time"]).to_pylist()
+            for row in data:
+                third, second = row["id"] < 4000 and row["id"] % 5 == 1, row["id"] % 3 == 0 or row["id"] == 9001
+                step = 2 if third else 1 if second else 0
+                assert row["_hoodie_commit_time"] == instants[step], row
+
+
+def test_low_cardinality_strings_are_rewritten_as_dictionaries_and_read_back_as_strings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite reads the string columns the write dictionary-encodes as the stored file's
+    dictionary pages and writes them as dictionaries (write/column_encoding.py,
+    ``stored_dictionaries``): new values, nulls and a column the stored file lacks (added by
+    the upsert) included. Every file keeps one dictionary per column chunk (no value written
+    plain), and every reader sees strings with the model's values."""
+    colors = ["red", "green", "blue"]
+
+    def colored(ids: list[int], n: int, with_tag: bool) -> pa.Table:
+        table = rows(ids, n).set_column(4, "extra", pa.array([colors[i % 3] if i % 7 else None for i in ids]))
+        return table.append_column("tag", pa.array([f"t{(i + n) % 4}" for i in ids])) if with_tag else table
+
+    steps = [("bulk_insert", colored(list(range(4000)), 1, False)),
+             ("upsert", colored(list(range(0, 4000, 3)) + list(range(9000, 9040)), 2, True)),
+             ("upsert", colored(list(range(1, 4000, 5)), 3, True))]
+    asked: list[dict[str, pa.DataType]] = []  # the types each rewrite reads the stored columns as
+    real_iter = file_group.iter_data_file
+
+    def iter_spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append({f.name: f.type for f in kwargs["schema"]})
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr(file_group, "iter_data_file", iter_spy)
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 2 * PARTS and stats["merged"] == stats["per_group"]
+    assert len(asked) == 4 * PARTS  # two rewrites of every file group, on each table
+    # "tag" too: the upserts' schema has it, the first one's stored files do not (read as nulls).
+    assert all(pa.types.is_dictionary(types["extra"]) and pa.types.is_dictionary(types["tag"])
+               and types["id"] == pa.int64() for types in asked)
+    model: dict[int, tuple[Any, Any]] = {}
+    for _, batch in steps:
+        tags = batch.column("tag").to_pylist() if "tag" in batch.column_names else [None] * batch.num_rows
+        for i, extra, tag in zip(batch.column("id").to_pylist(), batch.column("extra").to_pylist(), tags, strict=True):
+            model[i] = (extra, tag)
+    for name in ("merged", "per_group"):
+        for partition in {os.path.basename(os.path.dirname(f)) for f in glob.glob(str(paths[name] / "part=*" / "*"))}:
+            latest = max(glob.glob(str(paths[name] / partition / "*.parquet")), key=lambda p: p.rsplit("_", 1)[1])
+            meta = pq.read_metadata(latest)
+            group = meta.row_group(0)
+            for column in ("extra", "tag"):
+                chunk = group.column(meta.schema.to_arrow_schema().get_field_index(column))
+                assert chunk.total_uncompressed_size < meta.num_rows, (latest, column)  # indices, not strings
+            assert pq.read_schema(latest).field("extra").type == pa.string()
+        for table in (tidemark.Table.open(str(paths[name]), spark=None).read(), hudi_rs_read(str(paths[name]))):
+            assert table.schema.field("extra").type == pa.string() and table.schema.field("tag").type == pa.string()
+            got = {i: (e, t) for i, e, t in zip(table.column("id").to_pylist(), table.column("extra").to_pylist(),
+                                                 table.column("tag").to_pylist(), strict=True)}
+            assert got == model

@@ -10,8 +10,9 @@
  *
  * The functions use no Python API (ctypes calls them without the GIL): they take the key
  * buffers of an Arrow string array (offsets as int64) and write into numpy arrays the caller
- * owns; they hold no state, so calls on several threads at once are safe (placements only
- * store ones). The module itself is empty: importing it tells where its file is.
+ * owns; they hold no state. A placement sets bits in place (a read, an or and a store per bit),
+ * so two calls at once must place into different arrays (bloom.py gives each its own and ors it
+ * in). The module itself is empty: importing it tells where its file is.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,7 +42,7 @@
 
 /* The calling convention below; murmur.py refuses a library built from another one (an editable
  * install rebuilds this file only when pip install -e . runs again). */
-EXPORT int tidemark_murmur_abi(void) { return 1; }
+EXPORT int tidemark_murmur_abi(void) { return 2; }
 
 static int64_t key_at(const int64_t *order, int64_t position) {
     return order ? order[position] : position;
@@ -106,8 +107,9 @@ static int64_t longest_key(const int64_t *offsets, int64_t total) {
     return longest;
 }
 
-/* Set each key's hashes bits in row rows[key] of bits (rows of size bytes, one byte per bit).
- * order: the keys by byte length, or NULL when they share one. Returns 0, or -1 if out of memory. */
+/* Set each key's hashes bits in row rows[key] of bits: rows of size bits packed as Hudi stores
+ * them, (size + 7) / 8 bytes each, bit i at byte i / 8, mask 1 << (i % 8). order: the keys by byte
+ * length, or NULL when they share one. Returns 0, or -1 if out of memory. */
 EXPORT KERNEL int tidemark_bloom_place(const int64_t *offsets, const uint8_t *data, const int64_t *order, int64_t total,
                                 const int64_t *rows, uint8_t *bits, int64_t size, int32_t hashes) {
     uint32_t *blocks = malloc(sizeof(uint32_t) * CHUNK * ((longest_key(offsets, total) >> 2) + 1));
@@ -119,12 +121,13 @@ EXPORT KERNEL int tidemark_bloom_place(const int64_t *offsets, const uint8_t *da
     }
     uint32_t *tail = scratch, *h = scratch + CHUNK;
     double inverse = 1.0 / (double)size;
+    int64_t row_bytes = (size + 7) >> 3;
     for (int64_t first = 0; first < total;) {
         int64_t length, n = run_of(offsets, order, first, total, &length);
         mix_keys(offsets, data, order, first, n, length, blocks, tail);
         for (int64_t j = 0; j < n; j++) {
             h[j] = 0;
-            where[j] = rows[key_at(order, first + j)] * size;
+            where[j] = rows[key_at(order, first + j)] * row_bytes;
         }
         for (int32_t i = 0; i < hashes; i++) {
             next_hashes(h, n, length, blocks, tail);
@@ -135,7 +138,7 @@ EXPORT KERNEL int tidemark_bloom_place(const int64_t *offsets, const uint8_t *da
                  * integer division per hash. */
                 int64_t r = a - (int64_t)((double)a * inverse) * size;
                 if (r < 0) r += size; else if (r >= size) r -= size;
-                bits[where[j] + r] = 1;
+                bits[where[j] + (r >> 3)] |= (uint8_t)(1u << (r & 7));
             }
         }
         first += n;

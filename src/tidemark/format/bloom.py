@@ -27,11 +27,11 @@ or with numpy where the compiled part was not built (0.18-0.29 s per million key
 
 from __future__ import annotations
 
-import base64
 import binascii
 import bisect
 import math
 import struct
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -149,8 +149,10 @@ class BloomBuilder:
         self._hashes = num_hashes(bit_size(num_entries or DEFAULT_NUM_ENTRIES, fpp), num_entries or DEFAULT_NUM_ENTRIES)
         self._count = 0
         self._pending: list[tuple[int, pa.Array]] = []  # (offset, keys) not placed yet
-        self._bits: np.ndarray | None = None  # (fill rows, vector size), allocated once sized
+        # (fill rows, bytes of a row): each row's bits packed as serialized, allocated once sized.
+        self._bits: np.ndarray | None = None
         self._entries: int | None = num_entries
+        self._merging = threading.Lock()  # placements side by side or their bits into _bits in turn
 
     @classmethod
     def resuming(cls, stored: BloomFilter, count: int, total: int | None = None) -> BloomBuilder:
@@ -161,7 +163,7 @@ class BloomBuilder:
         builder = cls(num_entries=stored.keys_per_row)
         rows = _fill_rows(stored.keys_per_row, builder._max_entries) if total is None else \
             _used_rows(total, stored.keys_per_row, builder._max_entries)[0]
-        builder._bits = np.zeros((max(rows, len(stored.rows)), stored.vector_size), dtype=bool)
+        builder._bits = _zero_rows(max(rows, len(stored.rows)), stored.vector_size)
         for i, bits in enumerate(stored.rows):
             builder._bits[i] = bits
         builder._count = count
@@ -186,7 +188,7 @@ class BloomBuilder:
         if self._entries is None:
             return []
         if self._bits is None:
-            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), self._size()), dtype=bool)
+            self._bits = _zero_rows(_fill_rows(self._entries, self._max_entries), self._size())
         due, self._pending = self._pending, []
         return [partial(self._place, offset, piece) for offset, piece in due]
 
@@ -195,17 +197,25 @@ class BloomBuilder:
         return bit_size(self._entries, self._fpp)
 
     def _place(self, offset: int, keys: pa.Array) -> None:
-        """Set the bits of ``keys``, the ones added from position ``offset`` on."""
+        """Set the bits of ``keys``, the ones added from position ``offset`` on. The bits are set
+        in rows of the placement's own (a bit is set by a read, an or and a store, so placements
+        side by side into one array could lose bits), then or-ed into the filter's in turn."""
         assert self._bits is not None and self._entries is not None
-        entries, max_entries = self._entries, self._max_entries
-        murmur.place(_binary(keys), _rows_of(offset, len(keys), entries, max_entries), self._bits, self._hashes)
+        if len(keys) == 0:
+            return
+        rows = _rows_of(offset, len(keys), self._entries, self._max_entries)
+        first, last = int(rows.min()), int(rows.max())
+        own = _zero_rows(last - first + 1, self._size())
+        murmur.place(_binary(keys), rows - first, own, self._size(), self._hashes)
+        with self._merging:
+            np.bitwise_or(self._bits[first:last + 1], own, out=self._bits[first:last + 1])
 
     def build(self) -> BloomFilter:
         if self._entries is None:
             self._entries = self._fixed_entries or footer_entries(self._count)
         if self._bits is None:  # the count is final: only the rows its keys fill (a small file's one)
             rows = _used_rows(self._count, self._entries, self._max_entries)[0]
-            self._bits = np.zeros((rows, self._size()), dtype=bool)
+            self._bits = _zero_rows(rows, self._size())
         for offset, piece in self._pending:
             self._place(offset, piece)
         self._pending.clear()
@@ -225,7 +235,9 @@ class BloomFilter:
     hashes: int
     keys_per_row: int
     current_row_count: int
-    rows: tuple[np.ndarray, ...]  # each a bool array of vector_size bits
+    # Each row's vector_size bits packed as Hudi serializes them: a uint8 array of
+    # ceil(vector_size / 8) bytes, bit i at byte i // 8, mask 1 << (i % 8) (the padding bits clear).
+    rows: tuple[np.ndarray, ...]
 
     @classmethod
     def build(
@@ -271,12 +283,8 @@ class BloomFilter:
         return False
 
     def _holds_hashed(self, chains: np.ndarray) -> np.ndarray:
-        """:meth:`PackedFilter.holds_hashed` on this filter's rows (a bit per byte)."""
-        where = _chain_positions(chains, self.hashes, self.vector_size)
-        result = np.zeros(chains.shape[0], dtype=bool)
-        for bits in self.rows:
-            result |= bits[where].all(axis=1)
-        return result
+        """:meth:`PackedFilter.holds_hashed` on this filter's rows."""
+        return _holds_hashed(self.rows, chains, self.hashes, self.vector_size)
 
     def _probe(self, matrix: np.ndarray, *, stop_at_first: bool) -> np.ndarray:
         """Which keys of one byte length (``matrix``, one chunk) the filter may hold.
@@ -294,8 +302,9 @@ class BloomFilter:
         for _ in range(self.hashes):
             murmur.next_hash(h, k, tail, length, np.empty_like(h))
             where = murmur.positions(h, self.vector_size)
+            byte, bit = where >> np.uint32(3), (where & np.uint32(7)).astype(np.uint8)
             for row, bits in zip(alive, self.rows, strict=True):
-                row &= bits[where]
+                row &= ((bits[byte] >> bit) & 1).astype(bool)
             keep = alive.any(axis=0)
             kept = int(np.count_nonzero(keep))
             if kept == 0:
@@ -313,7 +322,8 @@ class BloomFilter:
         rows are: a row whose bits are set in fraction ``f`` lets a key through with chance
         ``f ** hashes``, and a key may be in any row. Past its sizing (Hudi's files of more than
         60,000 keys spread keys over two rows, then round-robin) this grows fast."""
-        return _false_positive_rate([int(np.count_nonzero(bits)) for bits in self.rows], self.vector_size, self.hashes)
+        return _false_positive_rate([int(np.bitwise_count(bits).sum()) for bits in self.rows], self.vector_size,
+                                    self.hashes)
 
     def serialize(self) -> str:
         """Base64 text, byte for byte what Hudi's ``serializeToString`` writes for the same filter."""
@@ -321,15 +331,14 @@ class BloomFilter:
         parts = [header, struct.pack(">iii", self.keys_per_row, self.current_row_count, len(self.rows))]
         for bits in self.rows:
             parts.append(header)
-            parts.append(np.packbits(bits, bitorder="little").tobytes())
-        return base64.b64encode(b"".join(parts)).decode("ascii")
+            parts.append(bits.tobytes())
+        return binascii.b2a_base64(b"".join(parts), newline=False).decode("ascii")
 
     @classmethod
     def parse(cls, text: str | bytes, type_code: str = TYPE_CODE) -> BloomFilter:
         """Read a filter from a footer value; raises BloomFilterError if it is not a readable ``DYNAMIC_V0``."""
         size, hashes, keys_per_row, current, packed = _read(text, type_code)
-        rows = tuple(np.unpackbits(row, bitorder="little")[:size].astype(bool) for row in packed)
-        return cls(size, hashes, keys_per_row, current, rows)
+        return cls(size, hashes, keys_per_row, current, tuple(packed))
 
 
 def _read(text: str | bytes, type_code: str) -> tuple[int, int, int, int, list[np.ndarray]]:
@@ -361,6 +370,22 @@ def _read(text: str | bytes, type_code: str) -> tuple[int, int, int, int, list[n
     return size, hashes, keys_per_row, current, rows
 
 
+def _zero_rows(rows: int, vector_size: int) -> np.ndarray:
+    """``rows`` rows of ``vector_size`` clear bits, packed (:attr:`BloomFilter.rows`)."""
+    return np.zeros((rows, (vector_size + 7) // 8), dtype=np.uint8)
+
+
+def _holds_hashed(rows: Sequence[np.ndarray], chains: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
+    """Which keys, given by their hash chains, have every one of their bits set in one of the
+    packed ``rows``."""
+    where = _chain_positions(chains, hashes, vector_size)
+    byte, bit = where >> np.uint32(3), (where & np.uint32(7)).astype(np.uint8)
+    result = np.zeros(chains.shape[0], dtype=bool)
+    for packed in rows:
+        result |= ((packed[byte] >> bit) & 1).all(axis=1)
+    return result
+
+
 def _chain_positions(chains: np.ndarray, hashes: int, vector_size: int) -> np.ndarray:
     """Each key's first ``hashes`` bit positions in a row of ``vector_size`` bits, from its hash
     chain (:func:`hash_chains`): a (keys, hashes) matrix."""
@@ -376,8 +401,8 @@ def _false_positive_rate(set_bits: Sequence[int], vector_size: int, hashes: int)
 
 @dataclass(frozen=True)
 class PackedFilter:
-    """A filter's bit vectors kept packed (an eighth of :class:`BloomFilter`'s memory), for
-    probing keys by their hash chains: a task that locates keys among many files' filters
+    """A filter's packed bit vectors and hashing alone (no sizing to add keys by), for probing
+    keys by their hash chains: a task that locates keys among many files' filters
     (:class:`~tidemark.write.key_pruning.KeyLocator`) holds them all at once."""
 
     vector_size: int
@@ -386,7 +411,7 @@ class PackedFilter:
 
     @classmethod
     def of(cls, bloom: BloomFilter) -> PackedFilter:
-        return cls(bloom.vector_size, bloom.hashes, tuple(np.packbits(r, bitorder="little") for r in bloom.rows))
+        return cls(bloom.vector_size, bloom.hashes, bloom.rows)
 
     @classmethod
     def parse(cls, text: str | bytes, type_code: str = TYPE_CODE) -> PackedFilter:
@@ -407,12 +432,7 @@ class PackedFilter:
         are computed once for keys probed against many filters."""
         if chains.shape[1] < self.hashes:
             raise ValueError(f"{chains.shape[1]} hashes per key given, the filter needs {self.hashes}")
-        where = _chain_positions(chains, self.hashes, self.vector_size)
-        byte, bit = where >> np.uint32(3), (where & np.uint32(7)).astype(np.uint8)
-        result = np.zeros(chains.shape[0], dtype=bool)
-        for packed in self.rows:
-            result |= ((packed[byte] >> bit) & 1).all(axis=1)
-        return result
+        return _holds_hashed(self.rows, chains, self.hashes, self.vector_size)
 
     def holds_any(self, keys: pa.Array) -> bool:
         """:meth:`BloomFilter.holds_any` (keys as a string array, no nulls), on the packed bits:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 _MULTIPLIER = np.uint32(0x5BD1E995)
 
 _POINTER = ctypes.c_void_p
-_ABI = 1  # tidemark_murmur_abi() of the _murmur.c this module calls
+_ABI = 2  # tidemark_murmur_abi() of the _murmur.c this module calls
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,17 @@ class Kernels:
     library: ctypes.CDLL
 
     def place(self, offsets: np.ndarray, data: np.ndarray, order: np.ndarray | None, rows: np.ndarray,
-              bits: np.ndarray, hashes: int) -> None:
-        """Set each key's ``hashes`` bits in ``bits[rows[key]]`` (a C-contiguous bool matrix: one
-        row per filter row, one byte per bit). ``offsets`` and ``data``: :func:`key_buffers`;
-        ``order``: :func:`length_order`."""
-        if not (bits.flags.c_contiguous and bits.dtype == np.bool_ and bits.ndim == 2):
-            raise ValueError("the filter's bits must be a C-contiguous bool matrix")
+              bits: np.ndarray, size: int, hashes: int) -> None:
+        """Set each key's ``hashes`` bits in ``bits[rows[key]]`` (:func:`place`'s packed rows of
+        ``size`` bits). ``offsets`` and ``data``: :func:`key_buffers`; ``order``: :func:`length_order`."""
+        _check_packed(bits, size)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= bits.shape[0]):
+            raise ValueError("a key's row is not one of the filter's")
         order = _contiguous(order)  # held here while the call reads it
         status = self.library.tidemark_bloom_place(
             offsets.ctypes.data, _data_pointer(data), _order_pointer(order), len(offsets) - 1, rows.ctypes.data,
-            bits.ctypes.data, bits.shape[1], hashes)
+            bits.ctypes.data, size, hashes)
         if status != 0:
             raise MemoryError("no memory for the bloom filter's hashing")
 
@@ -66,6 +66,13 @@ class Kernels:
         if status != 0:
             raise MemoryError("no memory for the bloom filter's hashing")
         return out
+
+
+def _check_packed(bits: np.ndarray, size: int) -> None:
+    if not (bits.flags.c_contiguous and bits.flags.writeable and bits.dtype == np.uint8 and bits.ndim == 2
+            and bits.shape[1] == (size + 7) // 8):
+        raise ValueError(f"the filter's bits must be a writable C-contiguous uint8 matrix of {(size + 7) // 8} "
+                         "bytes per row")
 
 
 def _data_pointer(data: np.ndarray) -> int:
@@ -213,9 +220,9 @@ def seed_free_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, row_offsets: np.ndarray | None) -> None:
-    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's bit vector
-    (``row_offsets`` None), or the filter's rows laid end to end with each key's row times
-    ``size`` in ``row_offsets``.
+    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's packed bits
+    (``row_offsets`` None), or the filter's rows laid end to end with the bit each key's row
+    starts at (its row times the row's bytes times 8) in ``row_offsets``.
 
     Each hash of the chain is turned into its bit position and placed as soon as it is
     computed: nothing of size ``hashes x keys`` is ever materialised.
@@ -235,7 +242,7 @@ def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, ro
             # multiply (libdivide). abs(Integer.MIN_VALUE) overflows and stays negative: fixed after.
             if size >= 2**31:  # pragma: no cover - far beyond any sizing Hudi's options allow
                 positions = np.remainder(np.abs(h.view(np.int32)).view(np.uint32).astype(np.int64), size)
-                flat[positions if row_offsets is None else positions + row_offsets] = True
+                _set_bits(flat, positions if row_offsets is None else positions + row_offsets)
                 continue
             np.abs(h.view(np.int32), out=where)
             np.floor_divide(where, divisor, out=quotient)
@@ -245,7 +252,12 @@ def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, ro
                 where[h == np.uint32(0x80000000)] = 2**31 % size
             if row_offsets is not None:
                 np.add(row_offsets, where, out=index)
-            flat[index] = True
+            _set_bits(flat, index)
+
+
+def _set_bits(flat: np.ndarray, positions: np.ndarray) -> None:
+    """Set bits ``positions`` of the packed bytes ``flat`` (bit i at byte i // 8, mask 1 << (i % 8))."""
+    np.bitwise_or.at(flat, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
 
 
 # -- either ------------------------------------------------------------------------------------
@@ -274,21 +286,24 @@ def numpy_hash_chains(binary: pa.Array, count: int) -> np.ndarray:
     return chains
 
 
-def place(binary: pa.Array, rows: np.ndarray, bits: np.ndarray, hashes: int) -> None:
-    """Set the ``hashes`` bits of each key of ``binary`` (no nulls) in its row of ``bits`` (a
-    C-contiguous bool matrix, a bit per byte): ``rows[i]`` is the row of key ``i`` (int64).
-    Only stores ones: placements of different keys may run side by side."""
+def place(binary: pa.Array, rows: np.ndarray, bits: np.ndarray, size: int, hashes: int) -> None:
+    """Set the ``hashes`` bits of each key of ``binary`` (no nulls) in its row of ``bits``: rows
+    of ``size`` bits packed as Hudi stores them (a writable C-contiguous uint8 matrix of
+    ``(size + 7) // 8`` bytes per row, bit i at byte i // 8, mask 1 << (i % 8)); ``rows[i]`` is
+    the row of key ``i`` (int64). Each bit is read, or-ed and stored: two placements into the
+    same ``bits`` must not run at once."""
+    _check_packed(bits, size)
     compiled = kernels()
     if compiled is not None:
         offsets, data = key_buffers(binary)
-        compiled.place(offsets, data, length_order(offsets), rows, bits, hashes)
+        compiled.place(offsets, data, length_order(offsets), rows, bits, size, hashes)
         return
-    numpy_place(binary, rows, bits, hashes)
+    numpy_place(binary, rows, bits, size, hashes)
 
 
-def numpy_place(binary: pa.Array, key_rows: np.ndarray, bits: np.ndarray, hashes: int) -> None:
-    size = bits.shape[1]
+def numpy_place(binary: pa.Array, key_rows: np.ndarray, bits: np.ndarray, size: int, hashes: int) -> None:
     flat = bits.reshape(-1)
+    row_bits = 8 * bits.shape[1]
     for where, matrix in utf8_groups(binary):
         for start in range(0, len(where), CHUNK_KEYS):
             rows = key_rows[where[start : start + CHUNK_KEYS]]
@@ -296,4 +311,4 @@ def numpy_place(binary: pa.Array, key_rows: np.ndarray, bits: np.ndarray, hashes
             if rows.min() == rows.max():  # the usual case: every key of the chunk in one row
                 place_chunk(bits[int(rows[0])], chunk, hashes, size, None)
             else:
-                place_chunk(flat, chunk, hashes, size, rows.astype(np.int64) * size)
+                place_chunk(flat, chunk, hashes, size, rows.astype(np.int64) * row_bits)

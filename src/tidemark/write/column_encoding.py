@@ -149,6 +149,19 @@ def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, 
     }
 
 
+def stored_dictionaries(spec: WriteSpec) -> tuple[str, ...]:
+    """The user columns of strings a rewrite reads from the stored file and writes again as
+    dictionaries: those the write dictionary-encodes (``spec.dictionary_columns``, when chosen).
+    Read as the file's dictionary pages, their stored rows are neither decoded to strings nor
+    hashed again by the writer (the pieces of a row group are given one dictionary), and the
+    split of the stored rows copies their indices only."""
+    if spec.dictionary_columns is None:
+        return ()
+    chosen = set(spec.dictionary_columns)
+    return tuple(f.name for f in spec.schema if f.name in chosen and f.name not in META_COLUMNS
+                 and f.type == pa.string())
+
+
 def with_encoding_choice(spec: WriteSpec, batch: pa.Table) -> WriteSpec:
     """``spec`` with the write's dictionary and uncompressed columns chosen once from
     ``batch``'s first rows: a write of many small files (a hundred partitions) would otherwise

@@ -40,7 +40,7 @@ from tidemark.markers import IOType, Marker, MarkerWriter, open_marker_writer
 from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import RecordMerger, same_values
 from tidemark.storage.base import DataSource
-from tidemark.write.column_encoding import parquet_options
+from tidemark.write.column_encoding import parquet_options, stored_dictionaries
 from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
@@ -137,7 +137,8 @@ def write_file_group(
     # The base file's bloom filter comes along: only the keys this write adds get hashed. (Not
     # held here: the writer keeps what it needs of it, a large filter's bits only once.)
     with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
-                        stored=stored_filter(metadata) if metadata is not None and spec.bloom_filter else None) as out:
+                        stored=stored_filter(metadata) if metadata is not None and spec.bloom_filter else None,
+                        dictionaries=stored_dictionaries(spec) if base_file is not None else ()) as out:
         if base_file is not None:
             prev_commit = base_file.rsplit("_", 1)[-1].removesuffix(".parquet")
             # The stored rows stream through in slices: the ones the batch does not touch go
@@ -206,7 +207,7 @@ def stored_slices(
     decoded. ``stored_keys``: the file's keys in file order, if known (not decoded again);
     ``touched_rows``: the ascending positions of the rows the batch may touch, if known (a
     superset is fine; then no slice is probed with the batch's keys)."""
-    schema = stored_schema(spec.schema)
+    schema = stored_schema(spec.schema, stored_dictionaries(spec))  # as the rewrite's writer takes them
     read_schema = schema.remove(schema.get_field_index(FILE_NAME))
     key_at = read_schema.get_field_index(RECORD_KEY)
     if stored_keys is not None and (len(stored_keys) != metadata.num_rows or stored_keys.type != pa.string()):

@@ -9,6 +9,7 @@ sharing the lake can index tidemark's files, and tidemark can prune files by the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,8 @@ import pyarrow.parquet as pq
 from tidemark.format.bloom import (
     DEFAULT_NUM_ENTRIES,
     FOOTER_KEY,
+    MAX_KEY_KEY,
+    MIN_KEY_KEY,
     TYPE_CODE_KEY,
     BloomBuilder,
     BloomFilter,
@@ -90,19 +93,27 @@ class BaseFileWriter:
     an encoding's failure is raised by the next write or by :meth:`close`. Use it as a context
     manager, or call :meth:`close`: leaving the ``with`` block by an exception waits for the row
     group in flight (nothing writes to the sink after).
+
+    ``stored`` and ``stored_range``: what the base file a rewrite replaces brings to the footer
+    (:class:`FooterKeys`). ``dictionaries``: user columns of strings the pieces bring as
+    dictionaries (:func:`~tidemark.write.meta_columns.stored_schema`).
     """
 
     def __init__(
         self, sink: str | pa.NativeFile, spec: WriteSpec, options: Any, min_rows: int = 0,
-        stored: StoredFilter | None = None,
+        stored: StoredFilter | None = None, stored_range: tuple[str, str] | None = None,
+        dictionaries: Sequence[str] = (),
     ) -> None:
         self._sink = sink
         self._spec = spec
         self._options = options
         self._min_rows = min_rows
-        self.schema = stored_schema(spec.schema)  # what the pieces are given as (file name: a dictionary)
+        self._dictionary_columns = tuple(dictionaries)
+        # What the pieces are given as (file name: a dictionary; see stored_schema).
+        self.schema = stored_schema(spec.schema, self._dictionary_columns)
+        self._dictionaries = any(pa.types.is_dictionary(f.type) for f in self.schema)
         self._writer: pq.ParquetWriter | None = None
-        self._footer = FooterKeys(spec, stored)
+        self._footer = FooterKeys(spec, stored, stored_range)
         self._held: list[pa.Table] = []
         self._held_rows = 0
         self._encoder = RowGroupEncoder()
@@ -136,10 +147,15 @@ class BaseFileWriter:
         if not self._held:
             return
         rows = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held)
+        if len(self._held) > 1 and self._dictionaries:
+            # One dictionary per column for the row group: the writer keeps a column chunk's
+            # dictionary encoding only while every piece brings the dictionary it began with,
+            # and writes the rest plain (the new rows' commit time after the stored rows' ones).
+            rows = rows.unify_dictionaries()
         self._held, self._held_rows = [], 0
         first = self._writer is None
         if self._writer is None:
-            self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows))
+            self._writer = open_base_file(self._sink, self._spec.schema, self._options(rows), self._dictionary_columns)
         if first and last:  # a small file's one row group: no thread to hand it to
             self._writer.write_table(rows)
         else:
@@ -153,7 +169,7 @@ class BaseFileWriter:
         finally:
             self._encoder.stop(raise_failure=False)
         if self._writer is None:  # no rows: an empty file of the schema
-            self._writer = open_base_file(self._sink, self._spec.schema, self._options(None))
+            self._writer = open_base_file(self._sink, self._spec.schema, self._options(None), self._dictionary_columns)
         self._writer.add_key_value_metadata(footer)
         self._writer.close()
 
@@ -197,11 +213,14 @@ class RowGroupEncoder:
                 self._pool = None
 
 
-def open_base_file(sink: str | pa.NativeFile, schema: pa.Schema, options: dict[str, Any]) -> pq.ParquetWriter:
+def open_base_file(
+    sink: str | pa.NativeFile, schema: pa.Schema, options: dict[str, Any], dictionaries: Sequence[str] = ()
+) -> pq.ParquetWriter:
     """A parquet writer for a base file of ``schema`` given rows of :func:`stored_schema` (the
-    per-file constant meta columns as dictionaries); the file's ``ARROW:schema`` entry says
-    ``schema``, as pyarrow would write it, so every reader sees the columns' own types."""
-    writer = pq.ParquetWriter(sink, stored_schema(schema), **{**options, "store_schema": False})
+    per-file constant meta columns and ``dictionaries`` as dictionaries); the file's
+    ``ARROW:schema`` entry says ``schema``, as pyarrow would write it, so every reader sees the
+    columns' own types."""
+    writer = pq.ParquetWriter(sink, stored_schema(schema, dictionaries), **{**options, "store_schema": False})
     writer.add_key_value_metadata(arrow_schema_entry(schema))
     return writer
 
@@ -231,6 +250,19 @@ def stored_filter(metadata: pq.FileMetaData) -> StoredFilter | None:
     return StoredFilter(bloom, metadata.num_rows) if counts_keys(bloom, metadata.num_rows) else None
 
 
+def stored_key_range(metadata: pq.FileMetaData) -> tuple[str, str] | None:
+    """The record-key range a base file's footer states (``hoodie_min_record_key``,
+    ``hoodie_max_record_key``), or None when it states none."""
+    kv = metadata.metadata or {}
+    low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
+    if low is None or high is None:
+        return None
+    try:
+        return low.decode(), high.decode()
+    except UnicodeDecodeError:
+        return None
+
+
 class FooterKeys:
     """Collects the record keys of a base file written in pieces, for its footer at close.
 
@@ -253,9 +285,15 @@ class FooterKeys:
       new keys added (:func:`~tidemark.format.bloom.with_added_keys`: the same bytes as a build
       of the file's keys, a fraction of the hashing); otherwise it is built from the kept keys.
       A file that grows past one filter row stops keeping keys and hashes them as they come.
+
+    ``stored_range``: the key range of the base file a rewrite replaces (:func:`stored_key_range`),
+    given only when the rewrite writes every one of its keys again: the range of the keys marked
+    as stored is then that one, not found again (a min and max over every string of the file).
     """
 
-    def __init__(self, spec: WriteSpec, stored: StoredFilter | None = None) -> None:
+    def __init__(
+        self, spec: WriteSpec, stored: StoredFilter | None = None, stored_range: tuple[str, str] | None = None
+    ) -> None:
         self.table_name = table_name_of(spec.base_path, spec.table_name)
         self.bloom_filter = spec.bloom_filter
         self._threads = max(1, spec.hash_threads)
@@ -275,6 +313,7 @@ class FooterKeys:
             self._stored = None
         self._kept: list[tuple[pa.Array, int]] = []  # while carrying: (keys, how many lead ones are stored)
         self._kept_count = 0
+        self._stored_range = stored_range
 
     def add(self, rows: pa.Table, stored_rows: int = 0) -> None:
         """Count in the keys of ``rows`` (written in this order); the first ``stored_rows`` of
@@ -283,11 +322,13 @@ class FooterKeys:
         if not chunks:
             return
         keys = pa.chunked_array(chunks, pa.string())
-        bounds = pc.min_max(keys)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        # Python orders str by code point, which is UTF-8's byte order: the order Hudi compares in.
-        self._min_key = low if self._min_key is None or low < self._min_key else self._min_key
-        self._max_key = high if self._max_key is None or high > self._max_key else self._max_key
+        if self._stored_range is not None and stored_rows:  # the stored keys' range is known
+            self._widen(*self._stored_range)
+            fresh = keys.slice(stored_rows)
+            if len(fresh):
+                self._widen_by(fresh)
+        else:
+            self._widen_by(keys)
         if self._bloom is None:
             return
         whole = keys.combine_chunks()
@@ -306,6 +347,15 @@ class FooterKeys:
                 self._hash(piece)
             return
         self._hash(whole)
+
+    def _widen_by(self, keys: pa.ChunkedArray) -> None:
+        bounds = pc.min_max(keys)
+        self._widen(bounds["min"].as_py(), bounds["max"].as_py())
+
+    def _widen(self, low: str, high: str) -> None:
+        # Python orders str by code point, which is UTF-8's byte order: the order Hudi compares in.
+        self._min_key = low if self._min_key is None or low < self._min_key else self._min_key
+        self._max_key = high if self._max_key is None or high > self._max_key else self._max_key
 
     def _hash(self, keys: pa.Array) -> None:
         assert self._bloom is not None

@@ -10,6 +10,7 @@ log records: the caller passes what belongs).
 from __future__ import annotations
 
 import base64
+from collections.abc import Collection
 
 import numpy as np
 import pyarrow as pa
@@ -42,10 +43,12 @@ DICTIONARY_COLUMNS = (COMMIT_TIME, PARTITION_PATH, FILE_NAME)
 _DICTIONARY_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 
-def stored_schema(schema: pa.Schema) -> pa.Schema:
+def stored_schema(schema: pa.Schema, dictionaries: Collection[str] = ()) -> pa.Schema:
     """The schema a base file's writer is given for rows of ``schema``: the per-file constant
-    meta columns as dictionaries. The file says ``schema`` (:func:`arrow_schema_entry`)."""
-    for name in DICTIONARY_COLUMNS:
+    meta columns as dictionaries, and the string columns ``dictionaries`` (a rewrite's, read
+    from the stored file's dictionary pages: :func:`~tidemark.write.column_encoding.stored_dictionaries`).
+    The file says ``schema`` (:func:`arrow_schema_entry`)."""
+    for name in (*DICTIONARY_COLUMNS, *dictionaries):
         at = schema.get_field_index(name)
         if at >= 0 and schema.field(at).type == pa.string():
             schema = schema.set(at, schema.field(at).with_type(_DICTIONARY_TYPE))

@@ -36,7 +36,7 @@ from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import FILE_NAME, META_COLUMNS, RECORD_KEY
 from tidemark.format.parquet_file import read_file_metadata
 from tidemark.merge import OP_COLUMN, OP_DELETE
-from tidemark.write.column_encoding import parquet_options
+from tidemark.write.column_encoding import parquet_options, stored_dictionaries
 from tidemark.write.file_group import (
     STREAM_ROWS,
     base_file_marker,
@@ -46,7 +46,7 @@ from tidemark.write.file_group import (
     with_file_name,
     write_fresh,
 )
-from tidemark.write.footer import BaseFileWriter, stored_filter
+from tidemark.write.footer import BaseFileWriter, stored_filter, stored_key_range
 from tidemark.write.spec import WriteSpec
 
 
@@ -191,8 +191,11 @@ def write_merged(spec: WriteSpec, merged: MergedGroup) -> WriteStat:
     assert marker is not None  # created by read_stored
     name = marker.file_name
     output = spec.storage().open_output(marker.data_file)
+    # Every stored key is written again unless some are deleted: then their range is the stored file's.
+    stored_range = stored_key_range(stored.footer) if merged.num_deletes == 0 else None
     with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
-                        stored=stored_filter(stored.footer) if spec.bloom_filter else None) as out:
+                        stored=stored_filter(stored.footer) if spec.bloom_filter else None,
+                        stored_range=stored_range, dictionaries=stored_dictionaries(spec)) as out:
         for piece in stored.untouched:
             out.write_stored(with_file_name(piece, out.schema, name))
         out.write_stored(with_file_name(merged.unchanged, out.schema, name))
