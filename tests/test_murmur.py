@@ -83,28 +83,43 @@ def test_compiled_hashing_can_be_turned_off() -> None:
 
 
 @pytest.mark.parametrize("hashing", ["compiled", "numpy"])
-def test_placements_run_side_by_side_into_one_filter_lose_no_bit(compiled: murmur.Kernels, hashing: str) -> None:
-    """A builder's placements may run on several threads at once (the footer's hashing threads):
-    each sets bits by a read, an or and a store, into rows of its own that are or-ed in turn.
-    Sixty-four pieces over two filter rows, placed on eight threads, give the filter one
-    placement after another gives (the packed bits, byte for byte)."""
-    keys = pa.array(_words(7, 96_000), pa.string())
-    pieces = [keys.slice(start, 1_500) for start in range(0, len(keys), 1_500)]
+@pytest.mark.parametrize("start", ["anew", "resuming"])
+def test_placements_run_side_by_side_into_one_filter_lose_no_bit(
+    compiled: murmur.Kernels, hashing: str, start: str
+) -> None:
+    """A builder's placements may run on several threads at once (the footer's hashing threads).
+    A filter built anew sets a byte per bit (stores of ones); one resuming a stored filter
+    keeps its bits packed, set by a read, an or and a store, into rows of each placement's own
+    that are or-ed in turn. A hundred pieces over a hundred small filter rows (a thousand keys
+    each; past 100,000 keys every piece reaches every row: placements meet in the same bytes),
+    placed on eight threads, give the filter one placement after another gives (the packed
+    bits, byte for byte)."""
+    keys = pa.array(_words(7, 150_000), pa.string())
+    stored = bloom.BloomFilter.build(keys.slice(0, 12_000), num_entries=1_000)
+    rest = keys.slice(12_000) if start == "resuming" else keys
+    pieces = [rest.slice(at, 1_500) for at in range(0, len(rest), 1_500)]
+
+    def builder() -> bloom.BloomBuilder:
+        if start == "resuming":
+            return bloom.BloomBuilder.resuming(stored, 12_000)
+        return bloom.BloomBuilder(num_entries=1_000)
+
     saved = murmur.kernels
     if hashing == "numpy":
         murmur.kernels = lambda: None  # type: ignore[assignment]
     try:
-        side_by_side = bloom.BloomBuilder(num_entries=60_000)
+        side_by_side = builder()
         placements = [place for piece in pieces for place in side_by_side.reserve(piece)]
         with ThreadPoolExecutor(max_workers=8) as pool:
             list(pool.map(lambda place: place(), placements))
-        one_by_one = bloom.BloomBuilder(num_entries=60_000)
+        one_by_one = builder()
         for piece in pieces:
             one_by_one.add(piece)
         built, expected = side_by_side.build(), one_by_one.build()
     finally:
         murmur.kernels = saved  # type: ignore[assignment]
-    assert len(built.rows) == 2 and built.serialize() == expected.serialize()
+    assert len(built.rows) == 100 and built.serialize() == expected.serialize()
+    assert built.serialize() == bloom.BloomFilter.build(keys, num_entries=1_000).serialize()
     assert all(row.dtype == np.uint8 and len(row) == (built.vector_size + 7) // 8 for row in built.rows)
     assert built.might_contain(keys).all()
 
@@ -116,6 +131,8 @@ def test_the_compiled_placement_refuses_rows_outside_the_filter(compiled: murmur
     with pytest.raises(ValueError, match="row"):
         compiled.place(offsets, data, None, np.array([0, 1], dtype=np.int64), bits, 16, 3)
     with pytest.raises(ValueError, match="bytes per row"):
-        compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), np.zeros((1, 2), dtype=bool), 16, 3)
+        compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), np.zeros((1, 3), dtype=bool), 16, 3)
     compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), bits, 16, 3)
-    assert bits.any()
+    spread = np.zeros((1, 16), dtype=bool)  # the same bits, a byte each
+    compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), spread, 16, 3)
+    assert bits.any() and (np.packbits(spread, axis=1, bitorder="little") == bits).all()

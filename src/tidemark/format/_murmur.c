@@ -42,7 +42,7 @@
 
 /* The calling convention below; murmur.py refuses a library built from another one (an editable
  * install rebuilds this file only when pip install -e . runs again). */
-EXPORT int tidemark_murmur_abi(void) { return 2; }
+EXPORT int tidemark_murmur_abi(void) { return 3; }
 
 static int64_t key_at(const int64_t *order, int64_t position) {
     return order ? order[position] : position;
@@ -100,6 +100,16 @@ HELPER void next_hashes(uint32_t *restrict h, int64_t n, int64_t length, const u
     }
 }
 
+/* Java's Math.abs(h % size) for the hash h: a % size from a multiply by the inverse (off by at
+ * most one, corrected), no integer division per hash. */
+HELPER int64_t position(uint32_t h, int64_t size, double inverse) {
+    int64_t a = (int64_t)(int32_t)h;
+    if (a < 0) a = -a;
+    int64_t r = a - (int64_t)((double)a * inverse) * size;
+    if (r < 0) r += size; else if (r >= size) r -= size;
+    return r;
+}
+
 static int64_t longest_key(const int64_t *offsets, int64_t total) {
     int64_t longest = 0;
     for (int64_t i = 0; i < total; i++)
@@ -107,11 +117,14 @@ static int64_t longest_key(const int64_t *offsets, int64_t total) {
     return longest;
 }
 
-/* Set each key's hashes bits in row rows[key] of bits: rows of size bits packed as Hudi stores
- * them, (size + 7) / 8 bytes each, bit i at byte i / 8, mask 1 << (i % 8). order: the keys by byte
- * length, or NULL when they share one. Returns 0, or -1 if out of memory. */
+/* Set each key's hashes bits in row rows[key] of bits, rows of size bits: packed as Hudi stores
+ * them ((size + 7) / 8 bytes each, bit i at byte i / 8, mask 1 << (i % 8)), or with packed 0 one
+ * byte per bit (size bytes each: a store per bit, no read; faster where most bytes of a row get
+ * a bit). order: the keys by byte length, or NULL when they share one. Returns 0, or -1 if out
+ * of memory. */
 EXPORT KERNEL int tidemark_bloom_place(const int64_t *offsets, const uint8_t *data, const int64_t *order, int64_t total,
-                                const int64_t *rows, uint8_t *bits, int64_t size, int32_t hashes) {
+                                const int64_t *rows, uint8_t *bits, int64_t size, int32_t hashes,
+                                int32_t packed) {
     uint32_t *blocks = malloc(sizeof(uint32_t) * CHUNK * ((longest_key(offsets, total) >> 2) + 1));
     uint32_t *scratch = malloc(sizeof(uint32_t) * CHUNK * 2);
     int64_t *where = malloc(sizeof(int64_t) * CHUNK);
@@ -121,25 +134,23 @@ EXPORT KERNEL int tidemark_bloom_place(const int64_t *offsets, const uint8_t *da
     }
     uint32_t *tail = scratch, *h = scratch + CHUNK;
     double inverse = 1.0 / (double)size;
-    int64_t row_bytes = (size + 7) >> 3;
+    int64_t row_bits = packed ? ((size + 7) >> 3) * 8 : size;
     for (int64_t first = 0; first < total;) {
         int64_t length, n = run_of(offsets, order, first, total, &length);
         mix_keys(offsets, data, order, first, n, length, blocks, tail);
         for (int64_t j = 0; j < n; j++) {
             h[j] = 0;
-            where[j] = rows[key_at(order, first + j)] * row_bytes;
+            where[j] = rows[key_at(order, first + j)] * row_bits;
         }
         for (int32_t i = 0; i < hashes; i++) {
             next_hashes(h, n, length, blocks, tail);
-            for (int64_t j = 0; j < n; j++) {
-                int64_t a = (int64_t)(int32_t)h[j];
-                if (a < 0) a = -a;
-                /* a % size from a multiply by the inverse (off by at most one, corrected): no
-                 * integer division per hash. */
-                int64_t r = a - (int64_t)((double)a * inverse) * size;
-                if (r < 0) r += size; else if (r >= size) r -= size;
-                bits[where[j] + (r >> 3)] |= (uint8_t)(1u << (r & 7));
-            }
+            if (packed)
+                for (int64_t j = 0; j < n; j++) {
+                    int64_t b = where[j] + position(h[j], size, inverse);
+                    bits[b >> 3] |= (uint8_t)(1u << (b & 7));
+                }
+            else
+                for (int64_t j = 0; j < n; j++) bits[where[j] + position(h[j], size, inverse)] = 1;
         }
         first += n;
     }

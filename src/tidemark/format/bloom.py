@@ -149,7 +149,9 @@ class BloomBuilder:
         self._hashes = num_hashes(bit_size(num_entries or DEFAULT_NUM_ENTRIES, fpp), num_entries or DEFAULT_NUM_ENTRIES)
         self._count = 0
         self._pending: list[tuple[int, pa.Array]] = []  # (offset, keys) not placed yet
-        # (fill rows, bytes of a row): each row's bits packed as serialized, allocated once sized.
+        # (fill rows, row), allocated once sized: a byte per bit (bool) for a filter built anew,
+        # whose placements store ones only; packed as serialized (uint8) for one resuming a
+        # stored filter (:meth:`resuming`), which a rewrite adds a few keys to.
         self._bits: np.ndarray | None = None
         self._entries: int | None = num_entries
         self._merging = threading.Lock()  # placements side by side or their bits into _bits in turn
@@ -188,7 +190,7 @@ class BloomBuilder:
         if self._entries is None:
             return []
         if self._bits is None:
-            self._bits = _zero_rows(_fill_rows(self._entries, self._max_entries), self._size())
+            self._bits = np.zeros((_fill_rows(self._entries, self._max_entries), self._size()), dtype=bool)
         due, self._pending = self._pending, []
         return [partial(self._place, offset, piece) for offset, piece in due]
 
@@ -197,16 +199,21 @@ class BloomBuilder:
         return bit_size(self._entries, self._fpp)
 
     def _place(self, offset: int, keys: pa.Array) -> None:
-        """Set the bits of ``keys``, the ones added from position ``offset`` on. The bits are set
-        in rows of the placement's own (a bit is set by a read, an or and a store, so placements
-        side by side into one array could lose bits), then or-ed into the filter's in turn."""
+        """Set the bits of ``keys``, the ones added from position ``offset`` on. A byte per bit
+        takes stores of ones only: placements side by side set theirs straight in. A packed bit
+        is set by a read, an or and a store (two at once could lose one): the bits are set in
+        rows of the placement's own, then or-ed into the filter's in turn."""
         assert self._bits is not None and self._entries is not None
         if len(keys) == 0:
             return
         rows = _rows_of(offset, len(keys), self._entries, self._max_entries)
+        size = self._size()
+        if self._bits.dtype == np.bool_:
+            murmur.place(_binary(keys), rows, self._bits, size, self._hashes)
+            return
         first, last = int(rows.min()), int(rows.max())
-        own = _zero_rows(last - first + 1, self._size())
-        murmur.place(_binary(keys), rows - first, own, self._size(), self._hashes)
+        own = _zero_rows(last - first + 1, size)
+        murmur.place(_binary(keys), rows - first, own, size, self._hashes)
         with self._merging:
             np.bitwise_or(self._bits[first:last + 1], own, out=self._bits[first:last + 1])
 
@@ -215,7 +222,7 @@ class BloomBuilder:
             self._entries = self._fixed_entries or footer_entries(self._count)
         if self._bits is None:  # the count is final: only the rows its keys fill (a small file's one)
             rows = _used_rows(self._count, self._entries, self._max_entries)[0]
-            self._bits = _zero_rows(rows, self._size())
+            self._bits = np.zeros((rows, self._size()), dtype=bool)
         for offset, piece in self._pending:
             self._place(offset, piece)
         self._pending.clear()
@@ -224,7 +231,9 @@ class BloomBuilder:
         hashes = num_hashes(size, self._entries)
         if hashes != self._hashes:  # pragma: no cover - the sizing keeps the count of hashes
             raise AssertionError(f"hashed {self._hashes} times for a filter of {hashes} hashes")
-        return BloomFilter(size, hashes, self._entries, current, tuple(self._bits[:used_rows]))
+        bits = self._bits[:used_rows]
+        packed = np.packbits(bits, axis=1, bitorder="little") if bits.dtype == np.bool_ else bits
+        return BloomFilter(size, hashes, self._entries, current, tuple(packed))
 
 
 @dataclass(frozen=True)

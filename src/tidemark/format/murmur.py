@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 _MULTIPLIER = np.uint32(0x5BD1E995)
 
 _POINTER = ctypes.c_void_p
-_ABI = 2  # tidemark_murmur_abi() of the _murmur.c this module calls
+_ABI = 3  # tidemark_murmur_abi() of the _murmur.c this module calls
 
 
 @dataclass(frozen=True)
@@ -44,16 +44,16 @@ class Kernels:
 
     def place(self, offsets: np.ndarray, data: np.ndarray, order: np.ndarray | None, rows: np.ndarray,
               bits: np.ndarray, size: int, hashes: int) -> None:
-        """Set each key's ``hashes`` bits in ``bits[rows[key]]`` (:func:`place`'s packed rows of
-        ``size`` bits). ``offsets`` and ``data``: :func:`key_buffers`; ``order``: :func:`length_order`."""
-        _check_packed(bits, size)
+        """Set each key's ``hashes`` bits in ``bits[rows[key]]`` (:func:`place`'s rows of ``size``
+        bits). ``offsets`` and ``data``: :func:`key_buffers`; ``order``: :func:`length_order`."""
+        packed = _check_rows(bits, size)
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         if len(rows) and (rows.min() < 0 or rows.max() >= bits.shape[0]):
             raise ValueError("a key's row is not one of the filter's")
         order = _contiguous(order)  # held here while the call reads it
         status = self.library.tidemark_bloom_place(
             offsets.ctypes.data, _data_pointer(data), _order_pointer(order), len(offsets) - 1, rows.ctypes.data,
-            bits.ctypes.data, size, hashes)
+            bits.ctypes.data, size, hashes, int(packed))
         if status != 0:
             raise MemoryError("no memory for the bloom filter's hashing")
 
@@ -68,11 +68,16 @@ class Kernels:
         return out
 
 
-def _check_packed(bits: np.ndarray, size: int) -> None:
-    if not (bits.flags.c_contiguous and bits.flags.writeable and bits.dtype == np.uint8 and bits.ndim == 2
-            and bits.shape[1] == (size + 7) // 8):
-        raise ValueError(f"the filter's bits must be a writable C-contiguous uint8 matrix of {(size + 7) // 8} "
-                         "bytes per row")
+def _check_rows(bits: np.ndarray, size: int) -> bool:
+    """Whether ``bits`` holds rows of ``size`` bits packed (else one byte per bit); raises
+    ValueError for anything else."""
+    if bits.flags.c_contiguous and bits.flags.writeable and bits.ndim == 2:
+        if bits.dtype == np.uint8 and bits.shape[1] == (size + 7) // 8:
+            return True
+        if bits.dtype == np.bool_ and bits.shape[1] == size:
+            return False
+    raise ValueError(f"the filter's bits must be a writable C-contiguous matrix of rows of {size} bits: uint8, "
+                     f"{(size + 7) // 8} bytes per row (packed), or bool, {size} per row")
 
 
 def _data_pointer(data: np.ndarray) -> int:
@@ -107,7 +112,7 @@ def _load() -> Kernels | None:
                     "rebuilds it): numpy hashes the bloom filters")
         return None
     library.tidemark_bloom_place.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, _POINTER,
-                                             ctypes.c_int64, ctypes.c_int32]
+                                             ctypes.c_int64, ctypes.c_int32, ctypes.c_int32]
     library.tidemark_bloom_place.restype = ctypes.c_int
     library.tidemark_hash_chains.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, ctypes.c_int32]
     library.tidemark_hash_chains.restype = ctypes.c_int
@@ -220,9 +225,9 @@ def seed_free_parts(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, row_offsets: np.ndarray | None) -> None:
-    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's packed bits
-    (``row_offsets`` None), or the filter's rows laid end to end with the bit each key's row
-    starts at (its row times the row's bytes times 8) in ``row_offsets``.
+    """Set the bits of keys of one byte length (``matrix``) in ``flat``: one row's bits (packed
+    or a byte each, :func:`place`), or the filter's rows laid end to end with the bit each
+    key's row starts at in ``row_offsets``.
 
     Each hash of the chain is turned into its bit position and placed as soon as it is
     computed: nothing of size ``hashes x keys`` is ever materialised.
@@ -256,8 +261,12 @@ def place_chunk(flat: np.ndarray, matrix: np.ndarray, hashes: int, size: int, ro
 
 
 def _set_bits(flat: np.ndarray, positions: np.ndarray) -> None:
-    """Set bits ``positions`` of the packed bytes ``flat`` (bit i at byte i // 8, mask 1 << (i % 8))."""
-    np.bitwise_or.at(flat, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
+    """Set bits ``positions`` of ``flat``: one byte per bit (bool), or packed bytes (bit i at
+    byte i // 8, mask 1 << (i % 8))."""
+    if flat.dtype == np.bool_:
+        flat[positions] = True
+    else:
+        np.bitwise_or.at(flat, positions >> 3, np.left_shift(1, positions & 7).astype(np.uint8))
 
 
 # -- either ------------------------------------------------------------------------------------
@@ -288,11 +297,12 @@ def numpy_hash_chains(binary: pa.Array, count: int) -> np.ndarray:
 
 def place(binary: pa.Array, rows: np.ndarray, bits: np.ndarray, size: int, hashes: int) -> None:
     """Set the ``hashes`` bits of each key of ``binary`` (no nulls) in its row of ``bits``: rows
-    of ``size`` bits packed as Hudi stores them (a writable C-contiguous uint8 matrix of
-    ``(size + 7) // 8`` bytes per row, bit i at byte i // 8, mask 1 << (i % 8)); ``rows[i]`` is
-    the row of key ``i`` (int64). Each bit is read, or-ed and stored: two placements into the
-    same ``bits`` must not run at once."""
-    _check_packed(bits, size)
+    of ``size`` bits, a writable C-contiguous matrix, packed as Hudi stores them (uint8,
+    ``(size + 7) // 8`` bytes per row, bit i at byte i // 8, mask 1 << (i % 8)) or one byte per
+    bit (bool, ``size`` per row: a store per bit, no read, for placements that reach most bytes
+    of a row); ``rows[i]`` is the row of key ``i`` (int64). A packed bit is read, or-ed and
+    stored: two placements into the same packed ``bits`` must not run at once."""
+    _check_rows(bits, size)
     compiled = kernels()
     if compiled is not None:
         offsets, data = key_buffers(binary)
@@ -303,7 +313,7 @@ def place(binary: pa.Array, rows: np.ndarray, bits: np.ndarray, size: int, hashe
 
 def numpy_place(binary: pa.Array, key_rows: np.ndarray, bits: np.ndarray, size: int, hashes: int) -> None:
     flat = bits.reshape(-1)
-    row_bits = 8 * bits.shape[1]
+    row_bits = bits.shape[1] if bits.dtype == np.bool_ else 8 * bits.shape[1]
     for where, matrix in utf8_groups(binary):
         for start in range(0, len(where), CHUNK_KEYS):
             rows = key_rows[where[start : start + CHUNK_KEYS]]
