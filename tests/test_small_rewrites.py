@@ -354,9 +354,10 @@ def test_low_cardinality_strings_are_rewritten_as_dictionaries_and_read_back_as_
     paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
     assert calls["merged"] == 2 * PARTS and stats["merged"] == stats["per_group"]
     assert len(asked) == 4 * PARTS  # two rewrites of every file group, on each table
-    # "tag" too: the upserts' schema has it, the first one's stored files do not (read as nulls).
-    assert all(pa.types.is_dictionary(types["extra"]) and pa.types.is_dictionary(types["tag"])
-               and types["id"] == pa.int64() for types in asked)
+    assert all(pa.types.is_dictionary(types["extra"]) and types["id"] == pa.int64() for types in asked)
+    # "tag": the first upsert's stored files lack it (nulls, as strings), the second's store it.
+    assert [pa.types.is_dictionary(types["tag"]) for types in asked] == [False] * PARTS + [True] * PARTS + \
+        [False] * PARTS + [True] * PARTS
     model: dict[int, tuple[Any, Any]] = {}
     for _, batch in steps:
         tags = batch.column("tag").to_pylist() if "tag" in batch.column_names else [None] * batch.num_rows
@@ -376,3 +377,35 @@ def test_low_cardinality_strings_are_rewritten_as_dictionaries_and_read_back_as_
             got = {i: (e, t) for i, e, t in zip(table.column("id").to_pylist(), table.column("extra").to_pylist(),
                                                  table.column("tag").to_pylist(), strict=True)}
             assert got == model
+
+
+def test_a_column_the_stored_file_keeps_plain_is_read_as_strings_though_the_write_picks_a_dictionary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write picks a dictionary for a column whose batch repeats a value; a stored file that
+    keeps the column plain (its values distinct) is read as strings, not hashed into a
+    dictionary of every stored value (which the new file would then carry, values of replaced
+    rows included): the column is written as the writer encodes any strings."""
+    seed = list(range(4000))
+    distinct = rows(seed, 1).set_column(4, "extra", pa.array([f"distinct-{i:06d}-" + "x" * 40 for i in seed]))
+    repeated = rows(list(range(0, 4000, 3)), 2, extra="same")
+    asked: list[pa.DataType] = []
+    real_iter = file_group.iter_data_file
+
+    def iter_spy(*args: Any, **kwargs: Any) -> Any:
+        asked.append(kwargs["schema"].field("extra").type)
+        return real_iter(*args, **kwargs)
+
+    monkeypatch.setattr(file_group, "iter_data_file", iter_spy)
+    steps = [("bulk_insert", distinct), ("upsert", repeated),
+             ("upsert", rows(list(range(0, 4000, 5)), 3, extra="other"))]
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert calls["merged"] == 2 * PARTS and stats["merged"] == stats["per_group"]
+    # The first upsert's stored files keep "extra" plain; the second's, rewritten by the first, as a dictionary.
+    assert [pa.types.is_dictionary(t) for t in asked] == ([False] * PARTS + [True] * PARTS) * 2
+    model = {i: f"distinct-{i:06d}-" + "x" * 40 for i in seed}
+    model.update({i: "same" for i in range(0, 4000, 3)})
+    model.update({i: "other" for i in range(0, 4000, 5)})
+    for name in ("merged", "per_group"):
+        for table in (tidemark.Table.open(str(paths[name]), spark=None).read(), hudi_rs_read(str(paths[name]))):
+            assert dict(zip(table.column("id").to_pylist(), table.column("extra").to_pylist(), strict=True)) == model

@@ -12,6 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from tidemark.format.names import COMMIT_SEQNO, FILE_NAME, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from tidemark.write.spec import WriteSpec
@@ -149,17 +150,30 @@ def parquet_options(spec: WriteSpec, rows: pa.Table | None = None) -> dict[str, 
     }
 
 
-def stored_dictionaries(spec: WriteSpec) -> tuple[str, ...]:
-    """The user columns of strings a rewrite reads from the stored file and writes again as
-    dictionaries: those the write dictionary-encodes (``spec.dictionary_columns``, when chosen).
-    Read as the file's dictionary pages, their stored rows are neither decoded to strings nor
-    hashed again by the writer (the pieces of a row group are given one dictionary), and the
-    split of the stored rows copies their indices only."""
+def stored_dictionaries(spec: WriteSpec, stored: pq.FileMetaData | None = None) -> tuple[str, ...]:
+    """The user columns of strings a rewrite writes as dictionaries: those the write
+    dictionary-encodes (``spec.dictionary_columns``, when chosen). With ``stored``, the footer of
+    the file it rewrites: those of them the file stores dictionary-encoded in every row group,
+    which the rewrite reads as dictionaries. Read as the file's dictionary pages, their stored
+    rows are neither decoded to strings nor hashed again by the writer (the pieces of a row
+    group are given one dictionary), and the split of the stored rows copies their indices only;
+    a column the file stores plain (its values too many to repeat) is read as strings, not
+    hashed into a dictionary of every stored value."""
     if spec.dictionary_columns is None:
         return ()
     chosen = set(spec.dictionary_columns)
-    return tuple(f.name for f in spec.schema if f.name in chosen and f.name not in META_COLUMNS
-                 and f.type == pa.string())
+    names = tuple(f.name for f in spec.schema if f.name in chosen and f.name not in META_COLUMNS
+                  and f.type == pa.string())
+    if stored is None or not names:
+        return names
+    at = {stored.schema.column(i).path: i for i in range(stored.num_columns)}
+    return tuple(name for name in names if name in at and all(
+        _DICTIONARY_ENCODINGS & set(stored.row_group(g).column(at[name]).encodings)
+        for g in range(stored.num_row_groups)))
+
+
+# The encodings of a column chunk's data pages that refer to its dictionary page.
+_DICTIONARY_ENCODINGS = {"RLE_DICTIONARY", "PLAIN_DICTIONARY"}
 
 
 def with_encoding_choice(spec: WriteSpec, batch: pa.Table) -> WriteSpec:

@@ -207,7 +207,8 @@ def stored_slices(
     decoded. ``stored_keys``: the file's keys in file order, if known (not decoded again);
     ``touched_rows``: the ascending positions of the rows the batch may touch, if known (a
     superset is fine; then no slice is probed with the batch's keys)."""
-    schema = stored_schema(spec.schema, stored_dictionaries(spec))  # as the rewrite's writer takes them
+    # The columns the file stores as dictionaries come as such (the rewrite's writer takes them so).
+    schema = stored_schema(spec.schema, stored_dictionaries(spec, metadata))
     read_schema = schema.remove(schema.get_field_index(FILE_NAME))
     key_at = read_schema.get_field_index(RECORD_KEY)
     if stored_keys is not None and (len(stored_keys) != metadata.num_rows or stored_keys.type != pa.string()):
