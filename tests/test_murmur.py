@@ -136,3 +136,15 @@ def test_the_compiled_placement_refuses_rows_outside_the_filter(compiled: murmur
     spread = np.zeros((1, 16), dtype=bool)  # the same bits, a byte each
     compiled.place(offsets, data, None, np.array([0, 0], dtype=np.int64), spread, 16, 3)
     assert bits.any() and (np.packbits(spread, axis=1, bitorder="little") == bits).all()
+
+
+def test_a_built_filter_is_its_own_whatever_its_builder_does_next(compiled: murmur.Kernels) -> None:
+    keys = pa.array(_words(3, 5_000), pa.string())
+    stored = bloom.BloomFilter.build(keys.slice(0, 2_000), num_entries=1_000)
+    builder = bloom.BloomBuilder.resuming(stored, 2_000)
+    builder.add(keys.slice(2_000, 1_000))
+    built = builder.build()
+    text = built.serialize()
+    builder.add(keys.slice(3_000, 500))  # the builder's rows change; the filter's must not
+    assert built.serialize() == text and stored.serialize() == bloom.BloomFilter.build(
+        keys.slice(0, 2_000), num_entries=1_000).serialize()

@@ -409,3 +409,63 @@ def test_a_column_the_stored_file_keeps_plain_is_read_as_strings_though_the_writ
     for name in ("merged", "per_group"):
         for table in (tidemark.Table.open(str(paths[name]), spark=None).read(), hudi_rs_read(str(paths[name]))):
             assert dict(zip(table.column("id").to_pylist(), table.column("extra").to_pylist(), strict=True)) == model
+
+
+def _dictionary_values(file: str, column: str) -> set[Any]:
+    """The values of ``column``'s dictionary pages in ``file``: what the file holds, whether or
+    not a row uses it."""
+    read = pq.ParquetFile(file, read_dictionary=[column]).read(columns=[column]).column(0)
+    return {v for chunk in read.chunks for v in chunk.dictionary.to_pylist()}
+
+
+def test_a_value_no_row_holds_leaves_the_rewritten_file_and_dictionaries_do_not_grow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite carries the stored file's dictionary pages; a value whose rows were replaced or
+    deleted must not stay in the new file's pages (a deleted value leaves the table's latest
+    files), and a column whose values change with every write must not pile them up. Nor do
+    the commit times of replaced rows stay in the commit-time column's dictionary."""
+    ids = list(range(2000))
+    secret = 13  # p5's row with a value that must go: updated away, its neighbour deleted
+    base = rows(ids, 1).set_column(4, "extra", pa.array(["SECRET-123" if i == secret else ["a", "b"][i % 2]
+                                                         for i in ids]))
+    steps: list[tuple[str, pa.Table]] = [("bulk_insert", base), ("upsert", rows([secret], 2, extra="a")),
+                                         ("delete", keys([21], None))]
+    for write in range(8):  # every row of every partition gets write n's tag, write after write
+        steps.append(("upsert", rows(ids, 3 + write, extra=f"tag-{write}")))
+    steps.append(("upsert", rows([i for i in ids if i % 3 == 0], 20, extra=None)))
+    steps.append(("delete", keys([i for i in ids if i % 8 == 5 and i % 3 != 0], None)))  # p5: only nulls left
+    paths, stats, calls = write_both_ways(tmp_path, monkeypatch, {}, steps, ordering_field="n")
+    assert stats["merged"] == stats["per_group"] and calls["merged"] >= 9 * PARTS
+    for name in ("merged", "per_group"):
+        table = tidemark.Table.open(str(paths[name]), spark=None).read()
+        assert table.num_rows == 2000 - len([i for i in ids if i % 8 == 5 and i % 3 != 0])  # 21 came back
+        for partition in sorted({os.path.basename(os.path.dirname(f))
+                                 for f in glob.glob(str(paths[name] / "part=*" / "*.parquet"))}):
+            latest = max(glob.glob(str(paths[name] / partition / "*.parquet")), key=lambda p: p.rsplit("_", 1)[1])
+            held = pq.read_table(latest, columns=["extra", "_hoodie_commit_time"])
+            live = {v for v in held.column("extra").to_pylist() if v is not None}
+            assert _dictionary_values(latest, "extra") == live, (name, partition)
+            assert _dictionary_values(latest, "_hoodie_commit_time") == set(held.column(1).to_pylist())
+            with open(latest, "rb") as data:
+                assert b"SECRET" not in data.read()
+            if partition == "part=p5":
+                assert live == set() and held.column("extra").null_count == held.num_rows
+
+
+def test_a_stored_key_range_is_carried_only_when_both_orders_agree_on_it(tmp_path: Path) -> None:
+    """A Java writer orders keys by UTF-16 code units, tidemark by code points; the two agree on
+    ASCII keys, so only an ASCII range is carried (else the rewrite finds the range itself)."""
+    from tidemark.write.footer import stored_key_range
+
+    def footer(**kv: str) -> pq.FileMetaData:
+        path = tmp_path / f"f{len(list(tmp_path.iterdir()))}.parquet"
+        table = pa.table({"k": ["a"]}).replace_schema_metadata(kv or None)
+        pq.write_table(table, path)
+        return pq.read_metadata(path)
+
+    assert stored_key_range(footer(hoodie_min_record_key="k001", hoodie_max_record_key="k999")) == ("k001", "k999")
+    assert stored_key_range(footer(hoodie_min_record_key="k001")) is None
+    assert stored_key_range(footer()) is None
+    assert stored_key_range(footer(hoodie_min_record_key="a", hoodie_max_record_key="\U0001f680")) is None
+    assert stored_key_range(footer(hoodie_min_record_key="\ue000", hoodie_max_record_key="z")) is None

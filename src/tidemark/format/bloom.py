@@ -232,7 +232,8 @@ class BloomBuilder:
         if hashes != self._hashes:  # pragma: no cover - the sizing keeps the count of hashes
             raise AssertionError(f"hashed {self._hashes} times for a filter of {hashes} hashes")
         bits = self._bits[:used_rows]
-        packed = np.packbits(bits, axis=1, bitorder="little") if bits.dtype == np.bool_ else bits
+        # Packed anew, or copied: the filter's rows are its own, whatever the builder does next.
+        packed = np.packbits(bits, axis=1, bitorder="little") if bits.dtype == np.bool_ else bits.copy()
         return BloomFilter(size, hashes, self._entries, current, tuple(packed))
 
 

@@ -14,6 +14,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -147,11 +148,8 @@ class BaseFileWriter:
         if not self._held:
             return
         rows = self._held[0] if len(self._held) == 1 else pa.concat_tables(self._held)
-        if len(self._held) > 1 and self._dictionaries:
-            # One dictionary per column for the row group: the writer keeps a column chunk's
-            # dictionary encoding only while every piece brings the dictionary it began with,
-            # and writes the rest plain (the new rows' commit time after the stored rows' ones).
-            rows = rows.unify_dictionaries()
+        if self._dictionaries:
+            rows = one_dictionary_each(rows)
         self._held, self._held_rows = [], 0
         first = self._writer is None
         if self._writer is None:
@@ -172,6 +170,49 @@ class BaseFileWriter:
             self._writer = open_base_file(self._sink, self._spec.schema, self._options(None), self._dictionary_columns)
         self._writer.add_key_value_metadata(footer)
         self._writer.close()
+
+
+def one_dictionary_each(rows: pa.Table) -> pa.Table:
+    """``rows`` with each dictionary column's chunks sharing one dictionary of the values its
+    rows hold, and no other.
+
+    One dictionary: the parquet writer keeps a column chunk's dictionary encoding only while
+    every piece brings the dictionary it began with, and writes the rest plain (the new rows'
+    commit time after the stored rows' ones). Only the values held: the writer stores the
+    dictionary it is given as the chunk's dictionary page, whole, and a rewrite's stored rows
+    come with the stored file's page, values of rows deleted or replaced since included, which
+    would otherwise stay in every later version of the file (a deleted value must leave the
+    file; and the page would grow with every value a column ever held).
+    """
+    at = [i for i, f in enumerate(rows.schema) if pa.types.is_dictionary(f.type)]
+    if not at:
+        return rows
+    if any(rows.column(i).num_chunks > 1 for i in at):
+        rows = rows.unify_dictionaries()
+    for i in at:
+        column = rows.column(i)
+        if column.num_chunks == 0:
+            continue
+        dictionary = column.chunk(0).dictionary
+        if len(dictionary) == 1 and column.null_count < len(column):
+            continue  # its one value is held (a file's name, its partition path)
+        used = np.zeros(len(dictionary), dtype=bool)
+        for chunk in column.chunks:
+            indices = chunk.indices
+            if indices.null_count == 0:  # the indices as they are: a count, no hash table
+                used |= np.bincount(indices.to_numpy(), minlength=len(dictionary)) > 0
+            else:
+                used[pc.unique(indices).drop_null().to_numpy(zero_copy_only=False)] = True
+        if used.all():
+            continue
+        kept = np.flatnonzero(used)
+        renumbered = np.full(len(dictionary), -1, dtype=np.int32)
+        renumbered[kept] = np.arange(len(kept), dtype=np.int32)
+        index_of, values = pa.array(renumbered), dictionary.take(pa.array(kept))
+        chunks = [pa.DictionaryArray.from_arrays(pc.take(index_of, chunk.indices).cast(chunk.indices.type), values)
+                  for chunk in column.chunks]
+        rows = rows.set_column(i, rows.schema.field(i), pa.chunked_array(chunks, column.type))
+    return rows
 
 
 class RowGroupEncoder:
@@ -252,15 +293,14 @@ def stored_filter(metadata: pq.FileMetaData) -> StoredFilter | None:
 
 def stored_key_range(metadata: pq.FileMetaData) -> tuple[str, str] | None:
     """The record-key range a base file's footer states (``hoodie_min_record_key``,
-    ``hoodie_max_record_key``), or None when it states none."""
+    ``hoodie_max_record_key``), or None when it states none, or one of non-ASCII keys (a Java
+    writer orders those by UTF-16 code units, tidemark by code points: the two orders part
+    between supplementary characters and U+E000..U+FFFF)."""
     kv = metadata.metadata or {}
     low, high = kv.get(MIN_KEY_KEY.encode()), kv.get(MAX_KEY_KEY.encode())
-    if low is None or high is None:
+    if low is None or high is None or not (low.isascii() and high.isascii()):
         return None
-    try:
-        return low.decode(), high.decode()
-    except UnicodeDecodeError:
-        return None
+    return low.decode(), high.decode()
 
 
 class FooterKeys:
