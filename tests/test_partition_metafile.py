@@ -43,7 +43,7 @@ def test_a_bulk_task_writes_each_new_partitions_metafile_with_its_depth(tmp_path
     for partition in partitions:  # no commit ran: the task wrote them
         entries = _entries(tmp_path / partition / PARTITION_METAFILE)
         assert entries == {"commitTime": INSTANT, "partitionDepth": str(partition.count("/") + 1)}
-    assert not list(tmp_path.rglob(f".{PARTITION_METAFILE}*.tmp"))  # no temporary left behind
+    assert not list(tmp_path.rglob(".tidemark-*.tmp"))  # no temporary left behind
 
 
 def test_a_new_file_group_writes_its_partitions_metafile_and_keeps_an_existing_one(tmp_path: Path) -> None:

@@ -83,9 +83,14 @@ class LocalStorage:
             return fh.read()
 
     def _temp_for(self, full: str) -> str:
-        head, tail = os.path.split(full)
+        """A new hidden temporary file beside ``full``. Its name holds nothing of ``full``'s: a
+        writer killed before removing it leaves it behind, and a Hudi reader parses names like
+        ``.<file id>_<instant>.log.<version>_<token>`` as log files whatever follows them (a
+        leftover of a metadata table's log file was read as a log of no records, which hudi-rs
+        refuses: "No schema available for merge output")."""
+        head = os.path.dirname(full)
         os.makedirs(head, exist_ok=True)
-        return os.path.join(head, f".{tail}.{uuid.uuid4().hex}.tmp")
+        return os.path.join(head, f".tidemark-{uuid.uuid4().hex}.tmp")
 
     def write_atomic(self, path: str, data: bytes) -> None:
         full = self.full_path(path)
