@@ -75,6 +75,9 @@ def _watch(events: Events, origin: list[float]) -> None:
     _timed(footer, "open_base_file", events, origin)
     _timed(pq.ParquetWriter, "close", events, origin)
     _timed(pq.ParquetWriter, "__init__", events, origin)
+    from tidemark.write import commit as protocol
+
+    _timed(protocol.CommitProtocol, "complete", events, origin)
 
 
 def _print_timeline(events: Events) -> None:

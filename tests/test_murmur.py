@@ -149,3 +149,44 @@ def test_a_built_filter_is_its_own_whatever_its_builder_does_next(compiled: murm
     builder._bits[:] = 0xFF  # noqa: SLF001 - the builder's matrix itself, as a later placement could set it
     assert built.serialize() == text and stored.serialize() == bloom.BloomFilter.build(
         keys.slice(0, 2_000), num_entries=1_000).serialize()
+
+
+@pytest.mark.parametrize("length", [*range(0, 13), 62_715, 62_716, 62_717, 323_495])
+def test_the_compiled_base64_writes_and_reads_as_binascii_does(compiled: murmur.Kernels, length: int) -> None:
+    import binascii
+
+    data = np.random.default_rng(length).integers(0, 256, size=length, dtype=np.uint8).tobytes()
+    text = compiled.base64_encode(data)
+    assert text == binascii.b2a_base64(data, newline=False).decode("ascii")
+    decoded = compiled.base64_decode(text.encode("ascii"))
+    assert decoded is not None and decoded.tobytes() == data
+
+
+@pytest.mark.parametrize("text", [b"A", b"AB=C", b"A===", b"====", b"AB\nC", b"AB C", b"AAA=AAAA", b"=AAA",
+                                  b"AA==AA==", b"QUJD\n", b"QU\xc3\xa9D"])
+def test_text_that_is_not_padded_base64_is_refused_as_binascii_refuses_it(
+        compiled: murmur.Kernels, text: bytes) -> None:
+    import binascii
+
+    assert compiled.base64_decode(text) is None
+    with pytest.raises(binascii.Error):
+        binascii.a2b_base64(text, strict_mode=True)
+    with pytest.raises(bloom.BloomFilterError):
+        bloom.BloomFilter.parse(text)
+
+
+def test_a_filter_reads_and_writes_the_same_through_the_compiled_base64_and_binascii(compiled: murmur.Kernels) -> None:
+    keys = pa.array(_words(7, 70_000))  # two rows
+    text = bloom.BloomFilter.build(keys).serialize()
+    parsed = bloom.BloomFilter.parse(text)
+    saved = murmur.kernels
+    murmur.kernels = lambda: None  # type: ignore[assignment]
+    try:
+        plain = bloom.BloomFilter.parse(text)
+        assert plain.serialize() == text
+    finally:
+        murmur.kernels = saved  # type: ignore[assignment]
+    assert parsed.serialize() == text
+    assert len(parsed.rows) == len(plain.rows) == 2
+    assert all(np.array_equal(a, b) for a, b in zip(parsed.rows, plain.rows, strict=True))
+    assert parsed.might_contain(keys).all()

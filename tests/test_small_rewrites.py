@@ -469,3 +469,32 @@ def test_a_stored_key_range_is_carried_only_when_both_orders_agree_on_it(tmp_pat
     assert stored_key_range(footer()) is None
     assert stored_key_range(footer(hoodie_min_record_key="a", hoodie_max_record_key="\U0001f680")) is None
     assert stored_key_range(footer(hoodie_min_record_key="\ue000", hoodie_max_record_key="z")) is None
+
+
+def test_touched_rows_are_cast_as_table_cast_casts_them_only_where_a_type_differs() -> None:
+    plain = pa.schema([("k", pa.string()), ("n", pa.int64()), ("c", pa.string())], metadata={b"m": b"1"})
+    rows = pa.table({"k": ["a", "b", None], "n": pa.array([1, None, 3], pa.int32()),
+                     "c": pa.array(["x", None, "x"]).dictionary_encode()})
+    cast = file_group.as_schema(rows, plain)
+    assert cast.equals(rows.cast(plain), check_metadata=True)
+    # A column of the right type is the same memory, not a copy.
+    assert cast.column("k").chunk(0).buffers()[2].address == rows.column("k").chunk(0).buffers()[2].address
+    with pytest.raises(ValueError):
+        file_group.as_schema(rows.drop_columns(["c"]), plain)
+
+
+@pytest.mark.parametrize("dictionary", [True, False])
+def test_a_file_groups_known_partition_path_is_every_new_rows(dictionary: bool) -> None:
+    from tidemark.write.meta_columns import stored_schema, with_meta_columns
+
+    schema = pa.schema([("_hoodie_commit_time", pa.string()), ("_hoodie_commit_seqno", pa.string()),
+                        ("_hoodie_record_key", pa.string()), ("_hoodie_partition_path", pa.string()),
+                        ("_hoodie_file_name", pa.string()), ("v", pa.int64())])
+    schema = stored_schema(schema) if dictionary else schema
+    rows = pa.table({"_hoodie_record_key": ["k1", "k2", "k3"], "_hoodie_partition_path": ["p=ü/x"] * 3,
+                     "v": [1, 2, 3]})
+    known = with_meta_columns(rows, schema, "20261129000000000", "f.parquet", "20261129000000000_0", 0, "p=ü/x")
+    looked_at = with_meta_columns(rows, schema, "20261129000000000", "f.parquet", "20261129000000000_0", 0)
+    assert known.equals(looked_at)
+    assert known.schema == schema
+    assert known.column("_hoodie_partition_path").cast(pa.string()).to_pylist() == ["p=ü/x"] * 3

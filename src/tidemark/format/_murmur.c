@@ -13,6 +13,10 @@
  * owns; they hold no state. A placement sets bits in place (a read, an or and a store per bit),
  * so two calls at once must place into different arrays (bloom.py gives each its own and ors it
  * in). The module itself is empty: importing it tells where its file is.
+ *
+ * Beside them, base64 as Hudi's footers carry a filter (padded, no line breaks): a rewrite of a
+ * small file decodes its stored filter and encodes the new one, ~100 KB each, and binascii holds
+ * the GIL while it does (the other writing threads then wait).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,7 +46,7 @@
 
 /* The calling convention below; murmur.py refuses a library built from another one (an editable
  * install rebuilds this file only when pip install -e . runs again). */
-EXPORT int tidemark_murmur_abi(void) { return 3; }
+EXPORT int tidemark_murmur_abi(void) { return 4; }
 
 static int64_t key_at(const int64_t *order, int64_t position) {
     return order ? order[position] : position;
@@ -180,6 +184,53 @@ EXPORT KERNEL int tidemark_hash_chains(const int64_t *offsets, const uint8_t *da
     }
     free(blocks), free(scratch);
     return 0;
+}
+
+/* Base64 (RFC 4648's alphabet, padded) of n bytes into out (4 * ceil(n / 3) chars); returns that length. */
+EXPORT int64_t tidemark_base64_encode(const uint8_t *in, int64_t n, char *out) {
+    static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    int64_t i = 0, o = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = ((uint32_t)in[i] << 16) | ((uint32_t)in[i + 1] << 8) | in[i + 2];
+        out[o++] = alphabet[v >> 18], out[o++] = alphabet[(v >> 12) & 63];
+        out[o++] = alphabet[(v >> 6) & 63], out[o++] = alphabet[v & 63];
+    }
+    if (n - i == 1) {
+        uint32_t v = (uint32_t)in[i] << 16;
+        out[o++] = alphabet[v >> 18], out[o++] = alphabet[(v >> 12) & 63], out[o++] = '=', out[o++] = '=';
+    } else if (n - i == 2) {
+        uint32_t v = ((uint32_t)in[i] << 16) | ((uint32_t)in[i + 1] << 8);
+        out[o++] = alphabet[v >> 18], out[o++] = alphabet[(v >> 12) & 63], out[o++] = alphabet[(v >> 6) & 63];
+        out[o++] = '=';
+    }
+    return o;
+}
+
+/* The bytes of n chars of padded base64 into out (at most 3 * n / 4 bytes); returns their number,
+ * or -1 for text that is not that: a length not a multiple of four, a char outside the alphabet,
+ * padding but at the end (the caller lets binascii say what is wrong). */
+EXPORT int64_t tidemark_base64_decode(const char *in, int64_t n, uint8_t *out) {
+    int8_t value[256];
+    for (int c = 0; c < 256; c++) value[c] = -1;
+    for (int c = 'A'; c <= 'Z'; c++) value[c] = (int8_t)(c - 'A');
+    for (int c = 'a'; c <= 'z'; c++) value[c] = (int8_t)(c - 'a' + 26);
+    for (int c = '0'; c <= '9'; c++) value[c] = (int8_t)(c - '0' + 52);
+    value['+'] = 62, value['/'] = 63;
+    if (n % 4 != 0) return -1;
+    int64_t pad = n == 0 ? 0 : (in[n - 1] == '=') + (n >= 2 && in[n - 1] == '=' && in[n - 2] == '=');
+    int64_t o = 0;
+    for (int64_t i = 0; i < n; i += 4) {
+        int last = i + 4 == n;
+        int8_t a = value[(uint8_t)in[i]], b = value[(uint8_t)in[i + 1]];
+        int8_t c = last && pad == 2 ? 0 : value[(uint8_t)in[i + 2]];
+        int8_t d = last && pad >= 1 ? 0 : value[(uint8_t)in[i + 3]];
+        if ((a | b | c | d) < 0) return -1;
+        uint32_t v = ((uint32_t)a << 18) | ((uint32_t)b << 12) | ((uint32_t)c << 6) | (uint32_t)d;
+        out[o++] = (uint8_t)(v >> 16);
+        if (!(last && pad == 2)) out[o++] = (uint8_t)(v >> 8);
+        if (!(last && pad >= 1)) out[o++] = (uint8_t)v;
+    }
+    return o;
 }
 
 static struct PyModuleDef murmur_module = {

@@ -12,7 +12,9 @@ both to Hudi's bytes and Hadoop's class).
 The C file is built with the package (``setup.py``; an optional extension: an install without
 a C compiler goes on) and called through ctypes, which releases the GIL: filters are built on
 threads beside the parquet encoding. Without it, or with ``TIDEMARK_COMPILED_HASHING=0``, numpy
-serves.
+serves. The same file holds the base64 coding of a filter's footer text, for the same reason:
+binascii holds the GIL while it decodes and encodes ~100 KB per rewritten file, and the other
+writing threads wait (binascii serves without the build).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ log = logging.getLogger(__name__)
 _MULTIPLIER = np.uint32(0x5BD1E995)
 
 _POINTER = ctypes.c_void_p
-_ABI = 3  # tidemark_murmur_abi() of the _murmur.c this module calls
+_ABI = 4  # tidemark_murmur_abi() of the _murmur.c this module calls
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,20 @@ class Kernels:
         if status != 0:
             raise MemoryError("no memory for the bloom filter's hashing")
         return out
+
+    def base64_encode(self, data: bytes) -> str:
+        """``data`` as padded base64 text (binascii's ``b2a_base64(data, newline=False)``)."""
+        out = ctypes.create_string_buffer(4 * (-(-len(data) // 3)))
+        written = self.library.tidemark_base64_encode(data, len(data), out)
+        return out.raw[:written].decode("ascii")
+
+    def base64_decode(self, text: bytes) -> np.ndarray | None:
+        """The bytes of padded base64 ``text`` (uint8), or None if it is not that (binascii's
+        strict decoding then says what is wrong)."""
+        out = np.empty(len(text) // 4 * 3, dtype=np.uint8)
+        count = self.library.tidemark_base64_decode(text, len(text), out.ctypes.data)
+        out.flags.writeable = False  # as binascii's bytes: a parsed filter's rows are views of it
+        return None if count < 0 else out[:count]
 
 
 def _check_rows(bits: np.ndarray, size: int) -> bool:
@@ -116,6 +132,10 @@ def _load() -> Kernels | None:
     library.tidemark_bloom_place.restype = ctypes.c_int
     library.tidemark_hash_chains.argtypes = [_POINTER, _POINTER, _POINTER, ctypes.c_int64, _POINTER, ctypes.c_int32]
     library.tidemark_hash_chains.restype = ctypes.c_int
+    library.tidemark_base64_encode.argtypes = [ctypes.c_char_p, ctypes.c_int64, ctypes.c_char_p]
+    library.tidemark_base64_encode.restype = ctypes.c_int64
+    library.tidemark_base64_decode.argtypes = [ctypes.c_char_p, ctypes.c_int64, _POINTER]
+    library.tidemark_base64_decode.restype = ctypes.c_int64
     return Kernels(library)
 
 

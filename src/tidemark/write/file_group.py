@@ -152,7 +152,7 @@ def write_file_group(
                 touched_pieces.append(touched_piece)
                 out.write_stored(with_file_name(untouched_piece, out.schema, name))
             # The touched rows (few) as plain strings, as the batch's rows they meet in the merge.
-            touched = (pa.concat_tables(touched_pieces).cast(plain_schema) if touched_pieces
+            touched = (as_schema(pa.concat_tables(touched_pieces), plain_schema) if touched_pieces
                        else plain_schema.empty_table())
             if touched_rows is not None:  # a superset: rows whose key the batch does not hold stay as they are
                 held = pc.is_in(touched.column(RECORD_KEY), value_set=batch_keys)
@@ -258,10 +258,12 @@ def merge_touched(merger: RecordMerger, user_columns: list[str], touched: pa.Tab
 
 
 def write_fresh(
-    out: BaseFileWriter, spec: WriteSpec, name: str, task_partition: int, updates: pa.Table, inserts: pa.Table
+    out: BaseFileWriter, spec: WriteSpec, name: str, task_partition: int, updates: pa.Table, inserts: pa.Table,
+    partition_path: str | None = None,
 ) -> None:
     """Write a file group's new records: the merged ``updates`` of its stored keys, then the
-    ``inserts``, with their meta columns (sequence numbers of task ``task_partition``)."""
+    ``inserts``, with their meta columns (sequence numbers of task ``task_partition``).
+    ``partition_path``: every record's, if the caller knows it (not taken from their column)."""
     fresh = pa.concat_tables([updates.select(inserts.column_names), inserts]) if updates.num_rows else inserts
     seq_prefix = f"{spec.instant_time}_{task_partition}"
     # In slices, as the stored rows: the meta columns (the file name in every row) and the
@@ -270,7 +272,17 @@ def write_fresh(
         piece = fresh.slice(start, STREAM_ROWS)
         # The updates lead ``fresh``: their keys are the base file's.
         stored_rows = min(max(updates.num_rows - start, 0), piece.num_rows)
-        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start), stored_rows)
+        out.write(with_meta_columns(piece, out.schema, spec.instant_time, name, seq_prefix, start, partition_path),
+                  stored_rows)
+
+
+def as_schema(rows: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``rows.cast(schema)`` (the same column names), casting only the columns whose type
+    differs: ``Table.cast`` calls the cast kernel from Python for every column, with the GIL
+    held between them, and a rewrite's touched rows differ in a few (its dictionaries)."""
+    columns = [column if column.type == field.type else column.cast(field.type)
+               for column, field in zip(rows.columns, schema, strict=True)]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def with_file_name(rows: pa.Table, schema: pa.Schema, name: str) -> pa.Table:

@@ -10,6 +10,7 @@ log records: the caller passes what belongs).
 from __future__ import annotations
 
 import base64
+import functools
 from collections.abc import Collection
 
 import numpy as np
@@ -55,11 +56,16 @@ def stored_schema(schema: pa.Schema, dictionaries: Collection[str] = ()) -> pa.S
     return schema
 
 
+@functools.lru_cache(maxsize=64)  # every base file of a write asks for the same one
+def _arrow_schema_text(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")
+
+
 def arrow_schema_entry(schema: pa.Schema) -> dict[str, str]:
     """The ``ARROW:schema`` footer entry pyarrow writes for ``schema`` (base64 of its IPC form):
     written by hand for files whose writer got :func:`stored_schema`, so that Arrow readers
     (pyarrow, hudi-rs) read those columns as the strings they are, not as dictionaries."""
-    return {"ARROW:schema": base64.b64encode(schema.serialize().to_pybytes()).decode("ascii")}
+    return {"ARROW:schema": _arrow_schema_text(schema)}
 
 
 # The last digits of a sequence number come from a table of this many numbers' digits, tiled;
@@ -124,21 +130,31 @@ def sequence_numbers(prefix: str, start: int, n: int) -> pa.Array:
 
 
 def with_meta_columns(
-    rows: pa.Table, schema: pa.Schema, instant_time: str, file_name: str, seq_prefix: str, start: int = 0
+    rows: pa.Table, schema: pa.Schema, instant_time: str, file_name: str, seq_prefix: str, start: int = 0,
+    partition_path: str | None = None,
 ) -> pa.Table:
     """``rows`` as records of ``schema`` (meta columns + user columns) written by ``instant_time``:
     commit time, sequence numbers from ``<seq_prefix>_<start>``, record key and partition path
     as strings, ``file_name`` in every row; user columns cast to the schema, absent ones null.
-    A meta column the schema types as a dictionary (:func:`stored_schema`) comes as one."""
+    A meta column the schema types as a dictionary (:func:`stored_schema`) comes as one.
+    ``partition_path``: every row's, when the caller knows it (a file group's rows): then the
+    rows' own column is not looked at."""
     n = rows.num_rows
     as_dictionary = {f.name for f in schema if pa.types.is_dictionary(f.type)}
+    if partition_path is not None and PARTITION_PATH in as_dictionary:
+        partition = constant_dictionary(partition_path, n)
+    elif partition_path is not None:
+        partition = constant(partition_path, n)
+    elif PARTITION_PATH in as_dictionary:
+        partition = _dictionary_of(rows.column(PARTITION_PATH))
+    else:
+        partition = _as_string(rows.column(PARTITION_PATH))
     meta = {
         COMMIT_TIME: (constant_dictionary(instant_time, n) if COMMIT_TIME in as_dictionary
                       else constant(instant_time, n)),
         COMMIT_SEQNO: sequence_numbers(seq_prefix, start, n),
         RECORD_KEY: _as_string(rows.column(RECORD_KEY)),
-        PARTITION_PATH: (_dictionary_of(rows.column(PARTITION_PATH)) if PARTITION_PATH in as_dictionary
-                         else _as_string(rows.column(PARTITION_PATH))),
+        PARTITION_PATH: partition,
         FILE_NAME: constant_dictionary(file_name, n) if FILE_NAME in as_dictionary else constant(file_name, n),
     }
     arrays = []

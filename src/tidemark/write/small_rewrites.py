@@ -39,6 +39,7 @@ from tidemark.merge import OP_COLUMN, OP_DELETE
 from tidemark.write.column_encoding import parquet_options, stored_dictionaries
 from tidemark.write.file_group import (
     STREAM_ROWS,
+    as_schema,
     base_file_marker,
     create_marker,
     merge_touched,
@@ -94,6 +95,9 @@ class MergedGroup:
     updates: pa.Table  # merged records replacing stored ones (key order)
     inserts: pa.Table  # the batch's rows of keys the file does not hold, deletes left out
     num_deletes: int
+    # The parquet writer's options, when the write chose its encodings (with_encoding_choice):
+    # the same for every file of the merge, made once (else each file's from its first rows).
+    options: dict[str, object] | None = None
 
 
 def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
@@ -117,7 +121,7 @@ def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
         touched.append(touched_piece)
         untouched.append(untouched_piece)
     plain = spec.schema.remove(spec.schema.get_field_index(FILE_NAME))
-    rows = pa.concat_tables(touched).cast(plain) if touched else plain.empty_table()
+    rows = as_schema(pa.concat_tables(touched), plain) if touched else plain.empty_table()
     rows = rows.sort_by(RECORD_KEY)
     touched_keys = rows.column(RECORD_KEY).combine_chunks()
     matched = pc.is_in(batch_keys, value_set=touched_keys)
@@ -163,6 +167,8 @@ def merge_stored(spec: WriteSpec, groups: Sequence[StoredGroup], incoming: pa.Ta
     updates_at = _offsets(group_of_touched[outcome.changed], count)
     inserts_at = _offsets(group_of_row[fresh], count)
     deletes = np.bincount(group_of_touched[outcome.deleted], minlength=count)
+    chosen = spec.dictionary_columns is not None and spec.uncompressed_columns is not None
+    options = parquet_options(spec) if chosen else None
     return [
         MergedGroup(
             g,
@@ -170,6 +176,7 @@ def merge_stored(spec: WriteSpec, groups: Sequence[StoredGroup], incoming: pa.Ta
             updates.slice(updates_at[i], updates_at[i + 1] - updates_at[i]),
             inserts.slice(inserts_at[i], inserts_at[i + 1] - inserts_at[i]),
             int(deletes[i]),
+            options,
         )
         for i, g in enumerate(groups)
     ]
@@ -193,13 +200,16 @@ def write_merged(spec: WriteSpec, merged: MergedGroup) -> WriteStat:
     output = spec.storage().open_output(marker.data_file)
     # Every stored key is written again unless some are deleted: then their range is the stored file's.
     stored_range = stored_key_range(stored.footer) if merged.num_deletes == 0 else None
-    with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
+    options = merged.options
+    with BaseFileWriter(output.sink, spec, lambda rows: options if options is not None else parquet_options(spec, rows),
+                        min_rows=STREAM_ROWS,
                         stored=stored_filter(stored.footer) if spec.bloom_filter else None,
                         stored_range=stored_range, dictionaries=stored_dictionaries(spec)) as out:
         for piece in stored.untouched:
             out.write_stored(with_file_name(piece, out.schema, name))
         out.write_stored(with_file_name(merged.unchanged, out.schema, name))
-        write_fresh(out, spec, name, rewrite.task_partition, merged.updates, merged.inserts)
+        # The batch's rows were routed to the group by their partition path: the group's.
+        write_fresh(out, spec, name, rewrite.task_partition, merged.updates, merged.inserts, rewrite.partition_path)
         out.close()
     file_size = output.commit()
     return WriteStat(
