@@ -212,6 +212,50 @@ def test_a_base_file_whose_disk_fails_mid_file_raises_and_leaves_no_encoder_runn
     assert lines[1] == "encoders left: []"
 
 
+_ABANDONED = """
+    import gc, os, sys
+    import numpy as np, pyarrow as pa, pyarrow.compute as pc
+    from tidemark.format.schema import with_meta_columns
+    from tidemark.write.column_encoding import parquet_options
+    from tidemark.write.footer import BaseFileWriter
+    from tidemark.write.meta_columns import constant, with_meta_columns as stored_rows
+    from tidemark.write.spec import WriteSpec
+
+    schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
+    spec = WriteSpec(base_path="/nowhere/t", instant_time="1", schema=schema, ordering_fields=(),
+                     compression="none", max_file_size=1 << 30)
+    fds = len(os.listdir("/proc/self/fd"))
+    try:
+        with BaseFileWriter(sys.argv[1], spec, lambda rows: parquet_options(spec, rows),
+                            min_rows=int(sys.argv[2])) as out:
+            for start in range(0, 5_000, 1_000):
+                ids = np.arange(start, start + 1_000)
+                text = pc.cast(pa.array(ids), pa.string())
+                rows = pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
+                                 "_hoodie_partition_path": constant("", len(ids))})
+                out.write(stored_rows(rows, out.schema, "1", "f.parquet", "1_0", start))
+            raise RuntimeError("the merge failed")
+    except RuntimeError as error:
+        print("raised:", error)
+    print("open files left:", len(os.listdir("/proc/self/fd")) - fds)
+    del out
+    gc.collect()
+"""
+
+
+@pytest.mark.parametrize("min_rows", [2_000, 100_000])  # row groups handed to the encoder, or none written yet
+def test_a_base_file_left_by_an_exception_is_closed_and_nothing_fails_after(tmp_path: Any, min_rows: int) -> None:
+    import subprocess
+    import sys
+    import textwrap
+
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_ABANDONED), str(tmp_path / "f.parquet"),
+                             str(min_rows)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["raised: the merge failed", "open files left: 0"]
+    assert "Exception ignored" not in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("distinct", [1, 2, 255, 256, 257, 65_536, 65_537, 200_000])
 def test_the_partition_order_is_a_stable_sort_for_any_number_of_partitions(distinct: int) -> None:
     from tidemark.engines.arrow.keys import stable_order

@@ -481,6 +481,11 @@ def test_touched_rows_are_cast_as_table_cast_casts_them_only_where_a_type_differ
     assert cast.column("k").chunk(0).buffers()[2].address == rows.column("k").chunk(0).buffers()[2].address
     with pytest.raises(ValueError):
         file_group.as_schema(rows.drop_columns(["c"]), plain)
+    with pytest.raises(ValueError):  # other names, as Table.cast refuses them
+        file_group.as_schema(rows.rename_columns(["k", "m", "c"]), plain)
+    strict = plain.set(1, plain.field("n").with_nullable(False))
+    with pytest.raises(ValueError):  # a null where the field allows none
+        file_group.as_schema(rows, strict)
 
 
 @pytest.mark.parametrize("dictionary", [True, False])

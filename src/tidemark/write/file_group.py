@@ -277,11 +277,17 @@ def write_fresh(
 
 
 def as_schema(rows: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``rows.cast(schema)`` (the same column names), casting only the columns whose type
-    differs: ``Table.cast`` calls the cast kernel from Python for every column, with the GIL
-    held between them, and a rewrite's touched rows differ in a few (its dictionaries)."""
-    columns = [column if column.type == field.type else column.cast(field.type)
-               for column, field in zip(rows.columns, schema, strict=True)]
+    """``rows.cast(schema)``, casting only the columns whose type differs: ``Table.cast`` calls
+    the cast kernel from Python for every column, with the GIL held between them, and a
+    rewrite's touched rows differ in a few (its dictionaries). Raises ValueError as it does:
+    for other column names, or nulls in a field the schema says has none."""
+    if rows.column_names != schema.names:
+        raise ValueError(f"the rows' columns {rows.column_names} are not the schema's {schema.names}")
+    columns = []
+    for column, field in zip(rows.columns, schema, strict=True):
+        if not field.nullable and column.null_count:
+            raise ValueError(f"column {field.name!r} holds nulls, which its field does not allow")
+        columns.append(column if column.type == field.type else column.cast(field.type))
     return pa.Table.from_arrays(columns, schema=schema)
 
 

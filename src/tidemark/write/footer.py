@@ -133,7 +133,19 @@ class BaseFileWriter:
             self._encoder.stop(raise_failure=exc[0] is None)
         finally:
             if self._stream is not None and not self._stream.closed:  # left by an exception
-                self._stream.close()
+                self._abandon()
+
+    def _abandon(self) -> None:
+        """End a file left by an exception: its writer closed first (its footer written, as its
+        garbage collection would), then the stream under it; a failure of either is the
+        exception's, already raised. (The stream closed under an open writer would make the
+        writer's own close, at garbage collection, fail noisily.)"""
+        assert self._stream is not None
+        with contextlib.suppress(Exception):
+            if self._writer is not None:
+                self._writer.close()
+        with contextlib.suppress(Exception):
+            self._stream.close()
 
     def _open(self, rows: pa.Table | None) -> pq.ParquetWriter:
         sink = self._sink
