@@ -163,8 +163,10 @@ def test_file_groups_in_order_then_keys_in_order_is_a_sort_of_the_three_columns(
     assert file_group_order(frame.slice(0, 0).select([PARTITION_PATH, FILE_ID_COLUMN]))[0] == []
 
 
-_FILE_TOO_LARGE = """
-    import resource, signal, sys, threading
+# The head of the scripts below, each run in a process of its own: ``writer(min_rows)`` opens a
+# BaseFileWriter on the path given first, ``pieces(out, count)`` writes it ``count`` rows, 1,000 at a time.
+_PIECES = """
+    import gc, os, resource, signal, sys, threading
     import numpy as np, pyarrow as pa, pyarrow.compute as pc
     from tidemark.format.schema import with_meta_columns
     from tidemark.write.column_encoding import parquet_options
@@ -172,20 +174,40 @@ _FILE_TOO_LARGE = """
     from tidemark.write.meta_columns import constant, with_meta_columns as stored_rows
     from tidemark.write.spec import WriteSpec
 
-    limit = int(sys.argv[2])
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
     spec = WriteSpec(base_path="/nowhere/t", instant_time="1", schema=schema, ordering_fields=(),
                      compression="none", max_file_size=1 << 30)
+
+    def writer(min_rows):
+        return BaseFileWriter(sys.argv[1], spec, lambda rows: parquet_options(spec, rows), min_rows=min_rows)
+
+    def pieces(out, count):
+        for start in range(0, count, 1_000):
+            ids = np.arange(start, start + 1_000)
+            text = pc.cast(pa.array(ids), pa.string())
+            rows = pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
+                             "_hoodie_partition_path": constant("", len(ids))})
+            out.write(stored_rows(rows, out.schema, "1", "f.parquet", "1_0", start))
+"""
+
+
+def _run_pieces(script: str, path: Any, argument: int) -> Any:
+    """``_PIECES`` then ``script`` in a process of their own, given ``path`` and ``argument``."""
+    import subprocess
+    import sys
+    import textwrap
+
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(_PIECES + script), str(path), str(argument)],
+                          capture_output=True, text=True, timeout=120)
+
+
+_FILE_TOO_LARGE = """
+    limit = int(sys.argv[2])
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        with BaseFileWriter(sys.argv[1], spec, lambda rows: parquet_options(spec, rows), min_rows=2_000) as out:
-            for start in range(0, 40_000, 1_000):
-                ids = np.arange(start, start + 1_000)
-                text = pc.cast(pa.array(ids), pa.string())
-                rows = pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
-                                 "_hoodie_partition_path": constant("", len(ids))})
-                out.write(stored_rows(rows, out.schema, "1", "f.parquet", "1_0", start))
+        with writer(2_000) as out:
+            pieces(out, 40_000)
             out.close()
         print("no error")
     except OSError as error:
@@ -200,12 +222,7 @@ def test_a_base_file_whose_disk_fails_mid_file_raises_and_leaves_no_encoder_runn
     write failing under one of them (here the file-size limit of the process, as a full disk
     fails) must raise from the writer, not vanish with the thread, and no encoding may still
     run once the writer is left. (In a process of its own: the limit is the process's.)"""
-    import subprocess
-    import sys
-    import textwrap
-
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_FILE_TOO_LARGE), str(tmp_path / "f.parquet"),
-                             str(limit)], capture_output=True, text=True, timeout=120)
+    result = _run_pieces(_FILE_TOO_LARGE, tmp_path / "f.parquet", limit)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("raised:") and "too large" in lines[0].lower(), lines
@@ -213,27 +230,10 @@ def test_a_base_file_whose_disk_fails_mid_file_raises_and_leaves_no_encoder_runn
 
 
 _ABANDONED = """
-    import gc, os, sys
-    import numpy as np, pyarrow as pa, pyarrow.compute as pc
-    from tidemark.format.schema import with_meta_columns
-    from tidemark.write.column_encoding import parquet_options
-    from tidemark.write.footer import BaseFileWriter
-    from tidemark.write.meta_columns import constant, with_meta_columns as stored_rows
-    from tidemark.write.spec import WriteSpec
-
-    schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
-    spec = WriteSpec(base_path="/nowhere/t", instant_time="1", schema=schema, ordering_fields=(),
-                     compression="none", max_file_size=1 << 30)
     fds = len(os.listdir("/proc/self/fd"))
     try:
-        with BaseFileWriter(sys.argv[1], spec, lambda rows: parquet_options(spec, rows),
-                            min_rows=int(sys.argv[2])) as out:
-            for start in range(0, 5_000, 1_000):
-                ids = np.arange(start, start + 1_000)
-                text = pc.cast(pa.array(ids), pa.string())
-                rows = pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
-                                 "_hoodie_partition_path": constant("", len(ids))})
-                out.write(stored_rows(rows, out.schema, "1", "f.parquet", "1_0", start))
+        with writer(int(sys.argv[2])) as out:
+            pieces(out, 5_000)
             raise RuntimeError("the merge failed")
     except RuntimeError as error:
         print("raised:", error)
@@ -245,12 +245,7 @@ _ABANDONED = """
 
 @pytest.mark.parametrize("min_rows", [2_000, 100_000])  # row groups handed to the encoder, or none written yet
 def test_a_base_file_left_by_an_exception_is_closed_and_nothing_fails_after(tmp_path: Any, min_rows: int) -> None:
-    import subprocess
-    import sys
-    import textwrap
-
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_ABANDONED), str(tmp_path / "f.parquet"),
-                             str(min_rows)], capture_output=True, text=True, timeout=120)
+    result = _run_pieces(_ABANDONED, tmp_path / "f.parquet", min_rows)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["raised: the merge failed", "open files left: 0"]
     assert "Exception ignored" not in result.stderr, result.stderr

@@ -95,9 +95,6 @@ class MergedGroup:
     updates: pa.Table  # merged records replacing stored ones (key order)
     inserts: pa.Table  # the batch's rows of keys the file does not hold, deletes left out
     num_deletes: int
-    # The parquet writer's options, when the write chose its encodings (with_encoding_choice):
-    # the same for every file of the merge, made once (else each file's from its first rows).
-    options: dict[str, object] | None = None
 
 
 def read_stored(spec: WriteSpec, rewrite: GroupRewrite) -> StoredGroup:
@@ -167,8 +164,6 @@ def merge_stored(spec: WriteSpec, groups: Sequence[StoredGroup], incoming: pa.Ta
     updates_at = _offsets(group_of_touched[outcome.changed], count)
     inserts_at = _offsets(group_of_row[fresh], count)
     deletes = np.bincount(group_of_touched[outcome.deleted], minlength=count)
-    chosen = spec.dictionary_columns is not None and spec.uncompressed_columns is not None
-    options = parquet_options(spec) if chosen else None
     return [
         MergedGroup(
             g,
@@ -176,7 +171,6 @@ def merge_stored(spec: WriteSpec, groups: Sequence[StoredGroup], incoming: pa.Ta
             updates.slice(updates_at[i], updates_at[i + 1] - updates_at[i]),
             inserts.slice(inserts_at[i], inserts_at[i + 1] - inserts_at[i]),
             int(deletes[i]),
-            options,
         )
         for i, g in enumerate(groups)
     ]
@@ -200,9 +194,7 @@ def write_merged(spec: WriteSpec, merged: MergedGroup) -> WriteStat:
     output = spec.storage().open_output(marker.data_file)
     # Every stored key is written again unless some are deleted: then their range is the stored file's.
     stored_range = stored_key_range(stored.footer) if merged.num_deletes == 0 else None
-    options = merged.options
-    with BaseFileWriter(output.sink, spec, lambda rows: options if options is not None else parquet_options(spec, rows),
-                        min_rows=STREAM_ROWS,
+    with BaseFileWriter(output.sink, spec, lambda rows: parquet_options(spec, rows), min_rows=STREAM_ROWS,
                         stored=stored_filter(stored.footer) if spec.bloom_filter else None,
                         stored_range=stored_range, dictionaries=stored_dictionaries(spec)) as out:
         for piece in stored.untouched:
