@@ -77,7 +77,7 @@ def test_rolling_files_roll_at_their_size_and_hold_every_row_once(
 
 
 _DISK_FULL = """
-    import resource, signal, sys, threading
+    import gc, os, resource, signal, sys, threading
     import numpy as np, pyarrow as pa, pyarrow.compute as pc
     from tidemark.format.schema import with_meta_columns
     from tidemark.write import file_group
@@ -90,32 +90,42 @@ _DISK_FULL = """
     spec = WriteSpec(base_path=sys.argv[1], instant_time="1", schema=schema, ordering_fields=(),
                      compression="none", max_file_size=1 << 30)
 
-    def batches():
+    def batches(failing=False):
         for start in range(0, 200_000, 1_000):
+            if failing and start == 150_000:  # the caller's rows fail: the files open are left
+                raise RuntimeError("the batches failed")
             ids = np.arange(start, start + 1_000)
             text = pc.cast(pa.array(ids), pa.string())
             yield pa.table({"id": ids, "v": text, "_hoodie_record_key": text,
-                            "_hoodie_partition_path": pa.array([""] * len(ids))})
+                            "_hoodie_partition_path": pa.array([f"p{start // 1_000 % 3}"] * len(ids))})
 
     first = next(batches())  # the markers' folder exists before the limit applies
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    fds = len(os.listdir("/proc/self/fd"))
+    if limit:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        list(file_group.write_new_files(spec, batches(), token="0-0-0", task_partition=0))
+        list(file_group.write_new_files(spec, batches(limit == 0), token="0-0-0", task_partition=0))
         print("no error")
-    except OSError as error:
+    except (OSError, RuntimeError) as error:
         print("raised:", error)
     print("encoders left:", [t.name for t in threading.enumerate() if t.name.startswith("tidemark-encode")])
+    print("open files left:", len(os.listdir("/proc/self/fd")) - fds)
+    gc.collect()
 """
 
 
-@pytest.mark.parametrize("limit", [30_000, 600_000])
+@pytest.mark.parametrize("limit", [30_000, 600_000, 0])
 def test_a_rolling_file_whose_disk_fails_raises_and_leaves_no_encoder_running(tmp_path: Path, limit: int) -> None:
-    """The encoding's failure (the process's file-size limit, as a full disk fails) is raised by
-    the write, not lost with the thread, and no row group is being encoded once it returns.
-    (In a process of its own: the limit is the process's.)"""
+    """The encoding's failure (the process's file-size limit, as a full disk fails: under the
+    encoding thread, or at a file's close, where its write buffer goes out), or the caller's
+    rows failing (0) with three files open, is raised by the write, not lost with the thread; no
+    row group is being encoded once it returns, every file it opened is closed, and nothing
+    fails when what is left is collected. (In a process of its own: the limit is the process's.)"""
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_FULL), str(tmp_path), str(limit)],
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("raised:") and "too large" in lines[0].lower(), lines
-    assert lines[1] == "encoders left: []"
+    failure = "too large" if limit else "the batches failed"
+    assert lines[0].startswith("raised:") and failure in lines[0].lower(), lines
+    assert lines[1:] == ["encoders left: []", "open files left: 0"]
+    assert "Exception ignored" not in result.stderr, result.stderr

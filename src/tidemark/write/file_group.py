@@ -41,7 +41,15 @@ from tidemark.merge import OP_COLUMN, OP_DELETE, OP_UPSERT
 from tidemark.merge.base import RecordMerger, same_values
 from tidemark.storage.base import DataSource
 from tidemark.write.column_encoding import parquet_options, stored_dictionaries
-from tidemark.write.footer import BaseFileWriter, FooterKeys, RowGroupEncoder, open_base_file, stored_filter
+from tidemark.write.footer import (
+    BaseFileWriter,
+    FooterKeys,
+    RowGroupEncoder,
+    abandon_file,
+    buffered_sink,
+    open_base_file,
+    stored_filter,
+)
 from tidemark.write.log_append import append_log_file
 from tidemark.write.meta_columns import constant, constant_dictionary, stored_schema, with_meta_columns
 from tidemark.write.partition_meta import ensure_partition_metafile
@@ -356,8 +364,8 @@ class _RollingFile:
             ensure_partition_metafile(spec.storage(), partition_path, spec.instant_time)
             partitions_ready.add(partition_path)
         self.output = spec.storage().open_output(self.rel_path)
-        self.full = self.output.sink
         self.writer: pq.ParquetWriter | None = None  # opened with the first rows, which pick the encodings
+        self._stream: pa.NativeFile | None = None  # the buffered local file the writer writes through
         self.rows = 0
         self.seq_prefix = f"{spec.instant_time}_{task_partition}"
         self.started = time.monotonic()
@@ -380,7 +388,7 @@ class _RollingFile:
     def _write(self, rows: pa.Table, *, last: bool = False) -> None:
         first = self.writer is None
         if self.writer is None:
-            self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec, rows))
+            self.writer = self._open(rows)
         stored = with_meta_columns(rows, stored_schema(self.spec.schema), self.spec.instant_time, self.name,
                                    self.seq_prefix, self.rows)
         if first and last:  # a small file's one row group: no thread to hand it to
@@ -389,39 +397,55 @@ class _RollingFile:
             self.rows += rows.num_rows
             return
         self._encoder.settle()
-        self._disk = self.output.size()
+        self._disk = self._written()
         self._encoder.submit(self.writer, stored)
         self._footer.add(stored)  # while they are encoded
         self.rows += rows.num_rows
 
+    def _open(self, rows: pa.Table | None) -> pq.ParquetWriter:
+        sink, self._stream = buffered_sink(self.output.sink)
+        return open_base_file(sink, self.spec.schema, parquet_options(self.spec, rows))
+
+    def _written(self) -> int:
+        """Bytes written to the file so far, those still in its buffer included."""
+        return self._stream.tell() if self._stream is not None else self.output.size()
+
     def size(self) -> int:
-        """Bytes on disk so far (buffered rows not included). A row group being encoded is
-        waited for only if it could take the file to its target size (its rows' size in memory
-        bounds what they take on disk); until then the size is the one before it."""
+        """Bytes of the file so far (rows held for the next row group not included; bytes in the
+        file's write buffer included). A row group being encoded is waited for only if it could
+        take the file to its target size (its rows' size in memory bounds what they take on
+        disk); until then the size is the one before it."""
         if self.writer is None:
             return 0
         if self._encoder.in_flight_bytes:
             if self._disk + self._encoder.in_flight_bytes < self.spec.max_file_size:
                 return self._disk
             self._encoder.settle()
-        self._disk = self.output.size()
+        self._disk = self._written()
         return self._disk
 
     def abandon(self) -> None:
-        """Stop writing (the write failed): nothing writes to the file after this returns."""
+        """Stop writing (the write failed): nothing writes to the file after this returns, and
+        the file is closed (left for the rollback to delete)."""
         self._encoder.stop(raise_failure=False)
+        abandon_file(self.writer, self._stream)
 
     def close(self) -> WriteStat:
         try:
             self.flush(last=True)
             if self.writer is None:  # pragma: no cover - a rolling file is opened for rows
-                self.writer = open_base_file(self.full, self.spec.schema, parquet_options(self.spec))
+                self.writer = self._open(None)
             footer = self._footer.footer(self.spec.schema)  # while the last row group is encoded
             self._encoder.settle()
+            self.writer.add_key_value_metadata(footer)
+            self.writer.close()
+            if self._stream is not None:  # the writer leaves a stream it was given open: the last bytes out
+                self._stream.close()
+        except BaseException:
+            self.abandon()
+            raise
         finally:
             self._encoder.stop(raise_failure=False)
-        self.writer.add_key_value_metadata(footer)
-        self.writer.close()
         return WriteStat.new_file(self.partition_path, self.file_id, self.rel_path, rows=self.rows,
                                   file_size=self.output.commit(),
                                   write_time_ms=int((time.monotonic() - self.started) * 1000))

@@ -133,26 +133,10 @@ class BaseFileWriter:
             self._encoder.stop(raise_failure=exc[0] is None)
         finally:
             if self._stream is not None and not self._stream.closed:  # left by an exception
-                self._abandon()
-
-    def _abandon(self) -> None:
-        """End a file left by an exception: its writer closed first (its footer written, as its
-        garbage collection would), then the stream under it; a failure of either is the
-        exception's, already raised. (The stream closed under an open writer would make the
-        writer's own close, at garbage collection, fail noisily.)"""
-        assert self._stream is not None
-        with contextlib.suppress(Exception):
-            if self._writer is not None:
-                self._writer.close()
-        with contextlib.suppress(Exception):
-            self._stream.close()
+                abandon_file(self._writer, self._stream)
 
     def _open(self, rows: pa.Table | None) -> pq.ParquetWriter:
-        sink = self._sink
-        if isinstance(sink, str):
-            # Through a buffer: the writer's pages and footer reach the file in writes of up to
-            # WRITE_BUFFER bytes, not one system call (and a seek) each (~40 per small file).
-            sink = self._stream = pa.output_stream(sink, buffer_size=WRITE_BUFFER)
+        sink, self._stream = buffered_sink(self._sink)
         return open_base_file(sink, self._spec.schema, self._options(rows), self._dictionary_columns)
 
     def write(self, rows: pa.Table, stored_rows: int = 0) -> None:
@@ -283,6 +267,31 @@ class RowGroupEncoder:
             if self._pool is not None:
                 self._pool.shutdown(wait=True)
                 self._pool = None
+
+
+def buffered_sink(sink: str | pa.NativeFile) -> tuple[pa.NativeFile, pa.NativeFile | None]:
+    """Where a base file's parquet writer writes for ``sink`` (a local path, or a stream an
+    object store's output gives), and the stream the caller must close once the writer is closed
+    (a writer leaves a stream it was given open; None: the output's own). A local path goes
+    through a buffer: pyarrow's writer on a path issues a system call and a seek for every page
+    and footer part (~40 per small file), through the buffer one per WRITE_BUFFER bytes."""
+    if isinstance(sink, str):
+        stream = pa.output_stream(sink, buffer_size=WRITE_BUFFER)
+        return stream, stream
+    return sink, None
+
+
+def abandon_file(writer: pq.ParquetWriter | None, stream: pa.NativeFile | None) -> None:
+    """End a base file left by an exception: its writer closed first (its footer written, as its
+    garbage collection would), then the stream of :func:`buffered_sink` under it; a failure of
+    either is the exception's, already raised. (The stream closed under an open writer would make
+    the writer's own close, at garbage collection, fail noisily.)"""
+    with contextlib.suppress(Exception):
+        if writer is not None:
+            writer.close()
+    with contextlib.suppress(Exception):
+        if stream is not None:
+            stream.close()
 
 
 def open_base_file(
