@@ -6,7 +6,8 @@ For an A/B, run it from two checkouts in turn (``PYTHONPATH=<checkout>/src``), s
 each, alternating: on a shared 2-core machine runs of the same code differ by several per cent.
 ``--option`` passes write options (``hoodie.upsert.shuffle.parallelism=1``: one file group at a
 time); ``--timeline`` prints, for the last repetition, when each step of the write ran and on
-which thread (the write's pipeline steps and its per-file functions wrapped with timers).
+which thread (the write's pipeline steps and its per-file functions wrapped with timers), with
+the thread's CPU time, system time and page faults in it (Linux: ``RUSAGE_THREAD``).
 
     PYTHONPATH=src .venv/bin/python benchmarks/repeat_arrow_write.py --shape fmt-p10-narrow --work upsert --repeat 7
 """
@@ -30,7 +31,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import bench_shapes as bs  # noqa: E402
 
-Events = list[tuple[str, str, float, float]]
+# (thread, step, start, end, the thread's CPU seconds in it, its system seconds, its page faults)
+Events = list[tuple[str, str, float, float, float, float, int]]
 
 
 def _cpu() -> float:
@@ -44,12 +46,15 @@ def _timed(owner: Any, name: str, events: Events, origin: list[float]) -> None:
 
     @functools.wraps(real)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
+        usage = resource.getrusage(resource.RUSAGE_THREAD)
         try:
             return real(*args, **kwargs)
         finally:
+            after = resource.getrusage(resource.RUSAGE_THREAD)
             events.append((threading.current_thread().name, name, began - origin[0],
-                           time.perf_counter() - origin[0]))
+                           time.perf_counter() - origin[0], time.thread_time() - cpu,
+                           after.ru_stime - usage.ru_stime, after.ru_minflt - usage.ru_minflt))
 
     setattr(owner, name, timed)
 
@@ -78,16 +83,28 @@ def _watch(events: Events, origin: list[float]) -> None:
     from tidemark.write import commit as protocol
 
     _timed(protocol.CommitProtocol, "complete", events, origin)
+    # A small rewrite's steps around the encoding (write/small_rewrites.py, write/footer.py).
+    from tidemark.write import small_rewrites
+
+    for name in ("with_file_name", "write_fresh", "stored_filter", "read_file_metadata", "merge_touched"):
+        _timed(small_rewrites, name, events, origin)
+    _timed(footer.BaseFileWriter, "_flush", events, origin)
+    _timed(footer, "one_dictionary_each", events, origin)
 
 
 def _print_timeline(events: Events) -> None:
     spans: dict[tuple[str, str], list[float]] = {}
-    for thread, name, began, ended in events:
-        calls, total, first, last = spans.get((thread, name), [0, 0.0, began, ended])
-        spans[(thread, name)] = [calls + 1, total + ended - began, min(first, began), max(last, ended)]
-    print("thread                 step                    calls  summed s  from - to (s)")
-    for (thread, name), (calls, total, first, last) in sorted(spans.items(), key=lambda kv: kv[1][2]):
-        print(f"{thread[-22:]:22s} {name:22s} {int(calls):6d} {total:9.3f}  {first:6.3f} - {last:6.3f}")
+    for thread, name, began, ended, cpu, system, faults in events:
+        calls, total, first, last, cpus, systems, faulted = spans.get(
+            (thread, name), [0, 0.0, began, ended, 0.0, 0.0, 0])
+        spans[(thread, name)] = [calls + 1, total + ended - began, min(first, began), max(last, ended),
+                                 cpus + cpu, systems + system, faulted + faults]
+    # summed s: the calls' wall time on their thread; CPU s of it (system s of that), page faults.
+    print("thread                 step                    calls  summed s  CPU s  system s  faults  from - to (s)")
+    for (thread, name), (calls, total, first, last, cpus, systems, faulted) in sorted(
+            spans.items(), key=lambda kv: kv[1][2]):
+        print(f"{thread[-22:]:22s} {name:22s} {int(calls):6d} {total:9.3f} {cpus:6.3f} {systems:9.3f} "
+              f"{int(faulted):7d}  {first:6.3f} - {last:6.3f}")
 
 
 def main() -> int:

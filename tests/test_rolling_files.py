@@ -84,15 +84,19 @@ _DISK_FULL = """
     from tidemark.write.spec import WriteSpec
 
     file_group.ROW_GROUP_BYTES = 16 << 10  # many row groups: the failure comes under the thread
-    limit = int(sys.argv[2])
+    limit, rows, failing = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    if failing == "footer":  # a file's close fails before its writer is closed
+        def footer(self, schema):
+            raise RuntimeError("the footer failed")
+        file_group.FooterKeys.footer = footer
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the limit, write() fails with EFBIG
     schema = with_meta_columns(pa.schema([("id", pa.int64()), ("v", pa.string())]))
     spec = WriteSpec(base_path=sys.argv[1], instant_time="1", schema=schema, ordering_fields=(),
                      compression="none", max_file_size=1 << 30)
 
     def batches(failing=False):
-        for start in range(0, 200_000, 1_000):
-            if failing and start == 150_000:  # the caller's rows fail: the files open are left
+        for start in range(0, rows, 1_000):
+            if failing and start == rows * 3 // 4:  # the caller's rows fail: three files are open
                 raise RuntimeError("the batches failed")
             ids = np.arange(start, start + 1_000)
             text = pc.cast(pa.array(ids), pa.string())
@@ -104,28 +108,37 @@ _DISK_FULL = """
     if limit:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     try:
-        list(file_group.write_new_files(spec, batches(limit == 0), token="0-0-0", task_partition=0))
+        list(file_group.write_new_files(spec, batches(failing == "rows"), token="0-0-0", task_partition=0))
         print("no error")
     except (OSError, RuntimeError) as error:
         print("raised:", error)
+        # Counted while the failure's traceback still holds the write's frames (its open files
+        # would otherwise be closed by their collection, not by the write).
+        print("open files left:", len(os.listdir("/proc/self/fd")) - fds)
     print("encoders left:", [t.name for t in threading.enumerate() if t.name.startswith("tidemark-encode")])
-    print("open files left:", len(os.listdir("/proc/self/fd")) - fds)
     gc.collect()
 """
 
 
-@pytest.mark.parametrize("limit", [30_000, 600_000, 0])
-def test_a_rolling_file_whose_disk_fails_raises_and_leaves_no_encoder_running(tmp_path: Path, limit: int) -> None:
-    """The encoding's failure (the process's file-size limit, as a full disk fails: under the
-    encoding thread, or at a file's close, where its write buffer goes out), or the caller's
-    rows failing (0) with three files open, is raised by the write, not lost with the thread; no
+@pytest.mark.parametrize(("limit", "rows", "failing"), [
+    (30_000, 200_000, "disk"), (600_000, 200_000, "disk"),  # each file ~2 MB: under an encoding
+    (100_000, 30_000, "disk"),  # each file ~0.3 MB, all of it in its write buffer: at its close
+    (0, 200_000, "rows"),  # the caller's rows fail, three files open
+    (0, 30_000, "footer"),  # a file's close fails before its writer is closed
+])
+def test_a_rolling_file_whose_disk_fails_raises_and_leaves_no_encoder_running(
+    tmp_path: Path, limit: int, rows: int, failing: str
+) -> None:
+    """The disk's failure (the process's file-size limit, as a full disk fails: under the
+    encoding thread, or at a file's close, where its write buffer goes out), the caller's rows
+    failing, or a file's close failing, is raised by the write, not lost with the thread; no
     row group is being encoded once it returns, every file it opened is closed, and nothing
     fails when what is left is collected. (In a process of its own: the limit is the process's.)"""
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_FULL), str(tmp_path), str(limit)],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_DISK_FULL), str(tmp_path), str(limit), str(rows),
+                             failing], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    failure = "too large" if limit else "the batches failed"
+    failure = {"disk": "too large", "rows": "the batches failed", "footer": "the footer failed"}[failing]
     assert lines[0].startswith("raised:") and failure in lines[0].lower(), lines
-    assert lines[1:] == ["encoders left: []", "open files left: 0"]
+    assert lines[1:] == ["open files left: 0", "encoders left: []"]
     assert "Exception ignored" not in result.stderr, result.stderr
