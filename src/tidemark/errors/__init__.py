@@ -31,7 +31,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── InstantNotFoundError        an instant named by the user is not on the timeline
     │   └── NotSavepointedError     restore to an instant that has no savepoint
     ├── LockTimeoutError            the table lock could not be had in time (names the holder)
-    ├── StorageError                the table's object store failed a request (says what to do)
+    ├── StorageError                the table's storage failed: an object store's request, a full disk (says what to do)
     │   ├── StorageUnreachableError     the endpoint did not answer in the configured time
     │   ├── StorageAccessDeniedError    the credentials were refused
     │   ├── BucketNotFoundError         the bucket (or container) does not exist

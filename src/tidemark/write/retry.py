@@ -14,6 +14,10 @@ for the losses the table resolves by itself.
   the write runs again on the clustered table, at most :data:`CLUSTERING_RERUNS` times
   (then, if any are left, as a conflict retry).
 
+The storage under the table failing (a full disk, a file past the process's size limit, a
+folder it may not write: an ``OSError`` of the file system or pyarrow) is not run again: it is
+raised as :class:`StorageError`, saying what to do.
+
 Errors between the layers are typed: the loop matches exception classes, never text.
 """
 
@@ -33,6 +37,7 @@ from tidemark.errors import (
     EarlyConflictError,
     HeartbeatExpiredError,
     SchemaConflictError,
+    StorageError,
     WriteConflictError,
 )
 from tidemark.recovery.clean import superseded_base_file
@@ -84,6 +89,19 @@ def run_with_retries(
             if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
                 # Retrying at once would run into the same live writer again.
                 wait_for_writer(storage, config, conflict.conflicting_instant)
+        except OSError as failure:
+            raise storage_failure(storage, failure) from failure
+
+
+def storage_failure(storage: Storage, failure: OSError) -> StorageError:
+    """The typed error of a write whose storage failed with ``failure``."""
+    return StorageError(
+        f"the table's storage failed during the write: {failure}. A write that did not complete "
+        "is rolled back (by this write, or, if that failed too, by the next write or "
+        "`tidemark clean`): free space on the disk, or let this process write the table's "
+        "folder and its files, then write again.",
+        uri=storage.base_path,
+    )
 
 
 def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) -> None:
@@ -101,4 +119,4 @@ def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) ->
         pause = min(pause * 2, 1.0)
 
 
-__all__ = ["CLUSTERING_RERUNS", "WriteSession", "run_with_retries", "wait_for_writer"]
+__all__ = ["CLUSTERING_RERUNS", "WriteSession", "run_with_retries", "storage_failure", "wait_for_writer"]
