@@ -14,9 +14,10 @@ for the losses the table resolves by itself.
   the write runs again on the clustered table, at most :data:`CLUSTERING_RERUNS` times
   (then, if any are left, as a conflict retry).
 
-The storage under the table failing (a full disk, a file past the process's size limit, a
-folder it may not write: an ``OSError`` of the file system or pyarrow) is not run again: it is
-raised as :class:`StorageError`, saying what to do.
+The storage under the table failing (a full disk or quota, a file past the process's size
+limit, a folder it may not write, a read-only or failing disk: an ``OSError`` of the file system
+or pyarrow with one of :data:`STORAGE_ERRNOS`) is not run again: it is raised as
+:class:`StorageError`, saying what to do. Other ``OSError``s (a socket's, ...) pass as they are.
 
 Errors between the layers are typed: the loop matches exception classes, never text.
 """
@@ -24,6 +25,7 @@ Errors between the layers are typed: the loop matches exception classes, never t
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import time
 from collections.abc import Callable
@@ -55,7 +57,26 @@ T = TypeVar("T")
 WriteSession = Callable[[], contextlib.AbstractContextManager[None]]
 
 
+# The errors of a file system that cannot take the write (see the module docstring).
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS,
+                            errno.EIO})
+
+
 def run_with_retries(
+    attempt: Callable[[], T], session: WriteSession, storage: Storage, config: WriteConfig
+) -> tuple[T, int]:
+    """:func:`_run_with_retries`, its storage's failures typed (see the module docstring): also
+    those met while a loss is looked into, and an engine's error about a data file it could not
+    write (which names the file, as a file gone would)."""
+    try:
+        return _run_with_retries(attempt, session, storage, config)
+    except OSError as failure:
+        if failure.errno not in STORAGE_ERRNOS:
+            raise
+        raise storage_failure(storage, failure) from failure
+
+
+def _run_with_retries(
     attempt: Callable[[], T], session: WriteSession, storage: Storage, config: WriteConfig
 ) -> tuple[T, int]:
     """Run ``attempt`` inside a fresh ``session()`` until it returns (see the module
@@ -89,17 +110,18 @@ def run_with_retries(
             if isinstance(conflict, EarlyConflictError) and conflict.reason == "marker":
                 # Retrying at once would run into the same live writer again.
                 wait_for_writer(storage, config, conflict.conflicting_instant)
-        except OSError as failure:
-            raise storage_failure(storage, failure) from failure
 
 
 def storage_failure(storage: Storage, failure: OSError) -> StorageError:
-    """The typed error of a write whose storage failed with ``failure``."""
+    """The typed error of a write whose storage failed with ``failure`` (the failure may have
+    come after the write completed: the message says how to tell)."""
     return StorageError(
-        f"the table's storage failed during the write: {failure}. A write that did not complete "
-        "is rolled back (by this write, or, if that failed too, by the next write or "
-        "`tidemark clean`): free space on the disk, or let this process write the table's "
-        "folder and its files, then write again.",
+        f"the table's storage failed during the write: {failure}. If the write had not "
+        "completed, what it wrote is rolled back (by this write, or, if that failed too, by the "
+        f"next write or `tidemark clean`); `tidemark timeline {storage.base_path}` shows whether "
+        "it completed. Free space on the disk (or raise the process's file-size limit), or let "
+        "this process write the table's folder and its files, then write again if it had not "
+        "completed (an insert written twice is stored twice).",
         uri=storage.base_path,
     )
 
@@ -119,4 +141,5 @@ def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) ->
         pause = min(pause * 2, 1.0)
 
 
-__all__ = ["CLUSTERING_RERUNS", "WriteSession", "run_with_retries", "storage_failure", "wait_for_writer"]
+__all__ = ["CLUSTERING_RERUNS", "STORAGE_ERRNOS", "WriteSession", "run_with_retries", "storage_failure",
+           "wait_for_writer"]
