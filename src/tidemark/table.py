@@ -255,28 +255,31 @@ class Table:
 
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
+        from tidemark.write.retry import storage_failures_typed
 
-        self._check_writer(record=True, metadata=False)
-        if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
-            from tidemark.metadata.bootstrap import bootstrap_if_possible
+        # The storage failing before the attempts or after the commit is typed as in them.
+        with storage_failures_typed(self.storage):
+            self._check_writer(record=True, metadata=False)
+            if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
+                from tidemark.metadata.bootstrap import bootstrap_if_possible
 
-            self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
-        client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
-                             protocol=self._protocol(), session=self.engine.write_session)
-        if partition_paths is None:
-            outcome = client.write(operation, data, self._schema_for_write())
-        else:
-            outcome = client.delete_partitions(partition_paths, self._schema_for_write())
-        if outcome.schema is not None:
-            self._adopt_schema(outcome.schema)
-        result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
-        run_after_write(
-            self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
-            compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
-            archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
-            written=outcome.instant,
-        )
-        return result
+                self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
+            client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
+                                 protocol=self._protocol(), session=self.engine.write_session)
+            if partition_paths is None:
+                outcome = client.write(operation, data, self._schema_for_write())
+            else:
+                outcome = client.delete_partitions(partition_paths, self._schema_for_write())
+            if outcome.schema is not None:
+                self._adopt_schema(outcome.schema)
+            result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
+            run_after_write(
+                self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
+                compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
+                archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
+                written=outcome.instant,
+            )
+            return result
 
     def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones, merged by the table's merge mode."""

@@ -28,7 +28,7 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
@@ -65,11 +65,19 @@ STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCE
 def run_with_retries(
     attempt: Callable[[], T], session: WriteSession, storage: Storage, config: WriteConfig
 ) -> tuple[T, int]:
-    """:func:`_run_with_retries`, its storage's failures typed (see the module docstring): also
-    those met while a loss is looked into, and an engine's error about a data file it could not
-    write (which names the file, as a file gone would)."""
-    try:
+    """:func:`_run_with_retries`, its storage's failures typed (:func:`storage_failures_typed`):
+    also those met while a loss is looked into, and an engine's error about a data file it could
+    not write (which names the file, as a file gone would)."""
+    with storage_failures_typed(storage):
         return _run_with_retries(attempt, session, storage, config)
+
+
+@contextlib.contextmanager
+def storage_failures_typed(storage: Storage) -> Iterator[None]:
+    """Raise a file system's failure to take a write (an ``OSError`` with one of
+    :data:`STORAGE_ERRNOS`) as :func:`storage_failure`'s StorageError; other errors pass."""
+    try:
+        yield
     except OSError as failure:
         if failure.errno not in STORAGE_ERRNOS:
             raise
@@ -142,4 +150,4 @@ def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) ->
 
 
 __all__ = ["CLUSTERING_RERUNS", "STORAGE_ERRNOS", "WriteSession", "run_with_retries", "storage_failure",
-           "wait_for_writer"]
+           "storage_failures_typed", "wait_for_writer"]
