@@ -77,9 +77,9 @@ def write_base_file(rows: pa.Table, full_path: str | pa.NativeFile, spec: WriteS
     """
     footer = FooterKeys(spec)
     footer.add(rows)  # hashed on a thread of its own while the rows are encoded
-    # A local path through a buffer, as BaseFileWriter writes it (writes of WRITE_BUFFER bytes).
-    with (pa.output_stream(full_path, buffer_size=WRITE_BUFFER) if isinstance(full_path, str)
-          else contextlib.nullcontext(full_path)) as sink, pq.ParquetWriter(sink, rows.schema, **options) as writer:
+    sink, stream = buffered_sink(full_path)  # the writer closed first, then the stream under it
+    with contextlib.nullcontext() if stream is None else stream, \
+            pq.ParquetWriter(sink, rows.schema, **options) as writer:
         writer.write_table(rows)
         writer.add_key_value_metadata(footer.footer(rows.schema))
 

@@ -16,8 +16,10 @@ for the losses the table resolves by itself.
 
 The storage under the table failing (a full disk or quota, a file past the process's size
 limit, a folder it may not write, a read-only or failing disk: an ``OSError`` of the file system
-or pyarrow with one of :data:`STORAGE_ERRNOS`) is not run again: it is raised as
-:class:`StorageError`, saying what to do. Other ``OSError``s (a socket's, ...) pass as they are.
+or pyarrow with one of :data:`STORAGE_ERRNOS`) is not run again; the table's write raises it as
+:class:`StorageError`, saying what to do (:func:`storage_failures_typed`, around the whole write:
+its attempts, what comes before them and its inline services after the commit). Other
+``OSError``s (a socket's, ...) pass as they are.
 
 Errors between the layers are typed: the loop matches exception classes, never text.
 """
@@ -62,16 +64,6 @@ STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCE
                             errno.EIO})
 
 
-def run_with_retries(
-    attempt: Callable[[], T], session: WriteSession, storage: Storage, config: WriteConfig
-) -> tuple[T, int]:
-    """:func:`_run_with_retries`, its storage's failures typed (:func:`storage_failures_typed`):
-    also those met while a loss is looked into, and an engine's error about a data file it could
-    not write (which names the file, as a file gone would)."""
-    with storage_failures_typed(storage):
-        return _run_with_retries(attempt, session, storage, config)
-
-
 @contextlib.contextmanager
 def storage_failures_typed(storage: Storage) -> Iterator[None]:
     """Raise a file system's failure to take a write (an ``OSError`` with one of
@@ -84,7 +76,7 @@ def storage_failures_typed(storage: Storage) -> Iterator[None]:
         raise storage_failure(storage, failure) from failure
 
 
-def _run_with_retries(
+def run_with_retries(
     attempt: Callable[[], T], session: WriteSession, storage: Storage, config: WriteConfig
 ) -> tuple[T, int]:
     """Run ``attempt`` inside a fresh ``session()`` until it returns (see the module
