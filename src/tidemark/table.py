@@ -21,11 +21,7 @@ from tidemark.config import WriteConfig, resolve_write_config
 from tidemark.config.table_options import column_names, resolve_writer_options
 from tidemark.engines.spark import arrow_schema_of_any
 from tidemark.engines.spark.table_api import provide_table_api
-from tidemark.errors import (
-    ConfigError,
-    InvalidInputError,
-    TableUpgradeRequiredError,
-)
+from tidemark.errors import ConfigError, InvalidInputError, TableUpgradeRequiredError
 from tidemark.format.clustering_plan import ClusteringPlan
 from tidemark.format.log_file import delete_ordering_field
 from tidemark.format.properties import COPY_ON_WRITE, MERGE_ON_READ, TABLE_VERSION, TableConfig, load_properties
@@ -33,9 +29,7 @@ from tidemark.format.schema import META_SCHEMA
 from tidemark.read.changes import IncrementalResult
 from tidemark.read.plan import PartitionFilter, ReadPlan, incremental_plan
 from tidemark.read.table import load_schema, table_read_plan
-from tidemark.recovery.clean import (
-    CleanResult,
-)
+from tidemark.recovery.clean import CleanResult
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.recovery.savepoint import RestoreResult, SavepointResult
 from tidemark.services import timeline_ops
@@ -44,6 +38,7 @@ from tidemark.services.cluster import ClusteringResult
 from tidemark.services.inline import run_after_write
 from tidemark.services.runner import run_service
 from tidemark.storage import Storage
+from tidemark.storage.failures import storage_failures_typed_as
 from tidemark.timeline import Action, Instant, State, Timeline
 from tidemark.write.result import CommitResult
 from tidemark.write.table_setup import create_table, open_table
@@ -226,6 +221,7 @@ class Table:
         if why:
             log.warning("%s: metadata table (.hoodie/metadata): %s", self.path, why)
 
+    @storage_failures_typed_as("change of writer settings")
     def set_concurrency(self, options: Mapping[str, Any] | None = None) -> WriterSettings:
         """Change the concurrency mode and lock that the table records for its writers.
 
@@ -253,33 +249,31 @@ class Table:
                              url_encode=cfg.partition_url_encode, merge_on_read=cfg.table_type == MERGE_ON_READ)
         return self.engine.pipelines(layout, self.write_config)
 
+    @storage_failures_typed_as("write")  # before the attempts and after the commit too
     def _write(self, operation: str, data: Any, *, partition_paths: Sequence[str] | None = None) -> CommitResult:
         from tidemark.write.client import WriteClient
-        from tidemark.write.retry import storage_failures_typed
 
-        # The storage failing before the attempts or after the commit is typed as in them.
-        with storage_failures_typed(self.storage):
-            self._check_writer(record=True, metadata=False)
-            if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
-                from tidemark.metadata.bootstrap import bootstrap_if_possible
+        self._check_writer(record=True, metadata=False)
+        if self._bootstrap_asked:  # hoodie.metadata.enable=true given, no metadata table seen yet: make one
+            from tidemark.metadata.bootstrap import bootstrap_if_possible
 
-                self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
-            client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
-                                 protocol=self._protocol(), session=self.engine.write_session)
-            if partition_paths is None:
-                outcome = client.write(operation, data, self._schema_for_write())
-            else:
-                outcome = client.delete_partitions(partition_paths, self._schema_for_write())
-            if outcome.schema is not None:
-                self._adopt_schema(outcome.schema)
-            result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
-            run_after_write(
-                self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
-                compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
-                archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
-                written=outcome.instant,
-            )
-            return result
+            self._bootstrap_asked = not bootstrap_if_possible(self.storage, self._protocol().lock)
+        client = WriteClient(self.storage, self.config, self.write_config, self._pipelines(),
+                             protocol=self._protocol(), session=self.engine.write_session)
+        if partition_paths is None:
+            outcome = client.write(operation, data, self._schema_for_write())
+        else:
+            outcome = client.delete_partitions(partition_paths, self._schema_for_write())
+        if outcome.schema is not None:
+            self._adopt_schema(outcome.schema)
+        result = CommitResult.of(outcome.instant, outcome.operation, outcome.stats, outcome.attempts)
+        run_after_write(
+            self.storage, self.write_config, delta_commit=outcome.instant.action is Action.DELTA_COMMIT,
+            compact=self.compact, clean=lambda hint: self._clean(rollback_failed=False, hint=hint),
+            archive=self.archive, cluster=self.cluster, timeline=self._protocol().committed_timeline,
+            written=outcome.instant,
+        )
+        return result
 
     def upsert(self, data: Any) -> CommitResult:
         """Insert new keys and update existing ones, merged by the table's merge mode."""
@@ -394,13 +388,14 @@ class Table:
         return self.engine.frame(deleted)
 
     # -- maintenance --------------------------------------------------------------------
+    @storage_failures_typed_as("compaction")
     def compact(self) -> CompactionResult | None:
         """Compact a merge-on-read table: merge every file slice's logs into a new base file.
 
-        The plan is made under the table lock and takes only logs of deltacommits that
-        completed before it; it runs without the lock, so writers keep appending (their
-        logs land on the new slices). A compaction left pending by a crashed process is
-        finished first. Returns None when there was nothing to compact.
+        The plan is made under the table lock and takes only logs of deltacommits that completed before
+        it; it runs without the lock, so writers keep appending (their logs land on the new slices). A
+        compaction left pending by a crashed process is finished first. Returns None when there was
+        nothing to compact.
         """
         from tidemark.services.compaction import CompactionSteps
 
@@ -417,6 +412,7 @@ class Table:
         heartbeats = protocol.heartbeats if self.write_config.multi_writer else None
         return run_service(steps, protocol.lock, storage=self.storage, heartbeats=heartbeats)
 
+    @storage_failures_typed_as("rollback")
     def rollback(self, instant_time: str, *, force: bool = False) -> RollbackResult:
         """Roll back a pending write, or the latest completed one. Publishes a rollback instant.
 
@@ -428,6 +424,7 @@ class Table:
         self._check_writer()
         return timeline_ops.rollback_instant(self._protocol(), instant_time, force=force)
 
+    @storage_failures_typed_as("clustering")
     def cluster(
         self,
         *,
@@ -439,15 +436,15 @@ class Table:
     ) -> ClusteringResult:
         """Rewrite small file groups into files of ``target_file_size`` bytes, optionally sorted.
 
-        Defaults come from the ``hoodie.clustering.plan.strategy.*`` options. The plan is made
-        under the table lock (a static view of the table) and published as
-        ``<t>.clustering.requested``; the files are rewritten without the lock (on Spark when
-        the table has a SparkSession, else in this process), concurrently with writers; the
-        result is a ``replacecommit`` (operation CLUSTER). Rows keep their commit times.
+        Defaults come from the ``hoodie.clustering.plan.strategy.*`` options. The plan is made under the
+        table lock (a static view of the table) and published as ``<t>.clustering.requested``; the files
+        are rewritten without the lock (on Spark when the table has a SparkSession, else in this process),
+        concurrently with writers; the result is a ``replacecommit`` (operation CLUSTER). Rows keep their
+        commit times.
 
-        Ingestion wins: if a write touched a planned file group meanwhile, the clustering is
-        rolled back and ClusteringAbortedError raised (run it again). ``progress`` is called
-        as groups finish. Returns what was done (``clustered`` is False if nothing needed it).
+        Ingestion wins: if a write touched a planned file group meanwhile, the clustering is rolled back
+        and ClusteringAbortedError raised (run it again). ``progress`` is called as groups finish.
+        Returns what was done (``clustered`` is False if nothing needed it).
         """
         if self.write_config.non_blocking:
             from tidemark.write.nbcc import refuse_base_file_operation
@@ -473,13 +470,8 @@ class Table:
         service, settings = self._clustering(sort_by, target_file_size, small_file_limit, max_groups)
         return service.preview(settings)
 
-    def _clustering(
-        self,
-        sort_by: str | Sequence[str] | None,
-        target_file_size: int | None,
-        small_file_limit: int | None,
-        max_groups: int | None,
-    ) -> tuple[Any, Any]:
+    def _clustering(self, sort_by: str | Sequence[str] | None, target_file_size: int | None,
+                    small_file_limit: int | None, max_groups: int | None) -> tuple[Any, Any]:
         from tidemark.services.cluster import ClusteringService, clustering_config
 
         schema = self.schema
@@ -493,6 +485,7 @@ class Table:
                                     table_name=self.config.name, executor=self.engine.clustering_executor())
         return service, settings
 
+    @storage_failures_typed_as("rollback of failed writes")
     def rollback_failed_writes(self, *, force: bool = False) -> list[RollbackResult]:
         """Roll back failed writes: with several writers only those whose heartbeat expired,
         with a single writer every pending write but one whose heartbeat is alive (a writer
@@ -504,6 +497,7 @@ class Table:
             return list(protocol.rollback_expired_writes())
         return list(protocol.rollback_failed_writes(force=force))
 
+    @storage_failures_typed_as("clean")
     def clean(self) -> CleanResult:
         """Clean the table by hand: roll back failed writes whose heartbeat expired (never a live
         one), then delete the file versions that hoodie.clean.policy lets go.
@@ -522,6 +516,7 @@ class Table:
         self._check_writer()
         return run_clean(protocol, self.write_config, rollback_failed=rollback_failed, hint=hint)
 
+    @storage_failures_typed_as("archival")
     def archive(self) -> ArchiveResult:
         """Move old completed instants into the archived timeline (``.hoodie/timeline/history``)
         once more than hoodie.keep.max.commits commits are active, keeping hoodie.keep.min.commits.
@@ -530,6 +525,7 @@ class Table:
         return timeline_ops.archive_timeline(self._protocol(), self.write_config.archive)
 
     # -- savepoints and restore ----------------------------------------------------------
+    @storage_failures_typed_as("savepoint")
     def savepoint(self, instant_time: str, *, comment: str = "") -> SavepointResult:
         """Pin the table as of the completed commit ``instant_time``: cleaning never deletes the
         files a reader sees at that instant, so time travel to it and restore keep working."""
@@ -540,11 +536,13 @@ class Table:
         """The completed savepoints, oldest first."""
         return Timeline.load(self.storage).filter(actions=[Action.SAVEPOINT], states=[State.COMPLETED])
 
+    @storage_failures_typed_as("savepoint's deletion")
     def delete_savepoint(self, instant_time: str) -> Instant:
         """Remove a savepoint; its files become cleanable again. NotSavepointedError if none."""
         self._check_writer()
         return timeline_ops.remove_savepoint(self._protocol(), instant_time)
 
+    @storage_failures_typed_as("restore")
     def restore(self, instant_time: str) -> RestoreResult:
         """Roll the table back to the savepointed ``instant_time``: every write after it (pending
         ones too) is rolled back, newest first, and a restore instant records it.
@@ -555,6 +553,7 @@ class Table:
         self._check_writer()
         return timeline_ops.restore_to(self._protocol(), instant_time)
 
+    @storage_failures_typed_as("upgrade")
     def upgrade(self) -> UpgradeResult:
         """Upgrade a version 6 table (Hudi 0.14/0.15) to version 8 in place, as Hudi 1.x's upgrade
         does (:mod:`tidemark.services.upgrade`), under the table lock. Safe to run again after a

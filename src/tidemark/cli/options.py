@@ -64,9 +64,15 @@ def _default(option: Option) -> Text:
     return Text("(none)", style="dim") if option.default is None else Text(option.default)
 
 
+def _about(option: Option) -> str:
+    """The option's description, and the older keys Hudi (and tidemark) also take for it."""
+    also = f" Also accepted as {', '.join(option.alternatives)}." if option.alternatives else ""
+    return option.doc + also
+
+
 def run(args: argparse.Namespace, ui: Ui) -> int:
     words = [w.lower() for w in args.words]
-    chosen = [o for o in OPTIONS if all(w in f"{o.key} {o.doc}".lower() for w in words)]
+    chosen = [o for o in OPTIONS if all(w in f"{o.key} {_about(o)}".lower() for w in words)]
     if not chosen:
         wanted = " ".join(args.words)
         ui.out.print(f"no option matches {escape(repr(wanted))}; `tidemark options` lists them all")
@@ -78,13 +84,13 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
         grid.add_column("scope", no_wrap=True)
         grid.add_column("description", ratio=1)
         for option in chosen:
-            grid.add_row(Text(option.key), _default(option), option.scope, Text(option.doc))
+            grid.add_row(Text(option.key), _default(option), option.scope, Text(_about(option)))
         ui.out.print(grid)
     else:  # narrow terminal: one short block per option
         for option in chosen:
             ui.out.print(Text(option.key, style="bold"))
             about = Text.assemble("    default: ", _default(option), f"   scope: {option.scope}")
             ui.out.print(about)
-            ui.out.print(Padding(Text(option.doc), (0, 0, 0, 4), expand=False))
+            ui.out.print(Padding(Text(_about(option)), (0, 0, 0, 4), expand=False))
     ui.out.print(f"{len(chosen)} of {len(OPTIONS)} options")
     return 0

@@ -72,6 +72,8 @@ class Option:
     parse: Parser
     doc: str
     scope: str = "write"  # "table": fixed at create time and kept in hoodie.properties
+    # Older keys of the option that Hudi still accepts for it (Hudi 0.x's, renamed in 1.x).
+    alternatives: tuple[str, ...] = ()
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -247,6 +249,7 @@ OPTIONS: tuple[Option, ...] = (
         "When failed writes are rolled back: EAGER = every pending write at the next write's start "
         "(single writer only; the default there); LAZY = only writes whose heartbeat expired "
         "(the default, and the only safe choice, with several writers); NEVER.",
+        alternatives=("hoodie.cleaner.policy.failed.writes",),
     ),
     Option(
         "hoodie.write.lock.provider",
@@ -511,24 +514,28 @@ OPTIONS: tuple[Option, ...] = (
         "What cleaning keeps: the file versions the last hoodie.clean.commits.retained commits need "
         "(time travel to them works), the last hoodie.clean.fileversions.retained versions of each "
         "file group, or the versions the last hoodie.clean.hours.retained hours need.",
+        alternatives=("hoodie.cleaner.policy",),
     ),
     Option(
         "hoodie.clean.commits.retained",
         "10",
         parse_positive_int,
         "KEEP_LATEST_COMMITS: the number of latest commits whose file versions are kept.",
+        alternatives=("hoodie.cleaner.commits.retained",),
     ),
     Option(
         "hoodie.clean.fileversions.retained",
         "3",
         parse_positive_int,
         "KEEP_LATEST_FILE_VERSIONS: versions kept per file group (the latest always stays).",
+        alternatives=("hoodie.cleaner.fileversions.retained",),
     ),
     Option(
         "hoodie.clean.hours.retained",
         "24",
         parse_positive_int,
         "KEEP_LATEST_BY_HOURS: hours of time travel whose file versions are kept.",
+        alternatives=("hoodie.cleaner.hours.retained",),
     ),
     Option(
         "hoodie.clean.max.commits",
@@ -583,3 +590,5 @@ def _lock_provider_options() -> tuple[Option, ...]:
 
 OPTIONS = OPTIONS + _lock_provider_options()  # the storage and dynamodb lock providers' keys
 OPTIONS_BY_KEY: dict[str, Option] = {o.key: o for o in OPTIONS}
+# Each alternative key and the option's key it stands for.
+ALTERNATIVE_KEYS: dict[str, str] = {alt: o.key for o in OPTIONS for alt in o.alternatives}

@@ -13,7 +13,7 @@ from typing import Any
 from tidemark.config.early_conflict import DetectionStrategy, EarlyConflictSettings
 from tidemark.config.early_conflict import validate as validate_early_conflict
 from tidemark.config.locks import LockSettings, canonical_provider_name
-from tidemark.config.options import OPTIONS_BY_KEY
+from tidemark.config.options import ALTERNATIVE_KEYS, OPTIONS_BY_KEY
 from tidemark.errors import ConfigError, UnknownOptionError
 
 
@@ -305,15 +305,24 @@ def _archive_config(raw: Mapping[str, str], clean: CleanConfig) -> ArchiveConfig
 
 
 def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
-    """Options as strings; raises UnknownOptionError (with the closest key) for unknown keys."""
+    """Options as strings, under their keys (an alternative key, as Hudi 1.x accepts
+    ``hoodie.cleaner.policy`` for ``hoodie.clean.policy``, under the option's key); raises
+    UnknownOptionError (with the closest key) for unknown keys, ConfigError for an option given
+    under two of its keys with two values."""
     out: dict[str, str] = {}
-    for key, value in options.items():
+    given_as: dict[str, str] = {}
+    for given, value in options.items():
+        key = ALTERNATIVE_KEYS.get(given, given)
         if key not in OPTIONS_BY_KEY:
             close = difflib.get_close_matches(key, OPTIONS_BY_KEY, n=1, cutoff=0.6)
             raise UnknownOptionError(key, close[0] if close else None)
         if value is None:
-            raise ConfigError(f"option {key!r} is None; give a value or leave it out", key=key)
-        out[key] = str(value).lower() if isinstance(value, bool) else str(value)
+            raise ConfigError(f"option {given!r} is None; give a value or leave it out", key=key)
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        if key in out and out[key] != text:
+            raise ConfigError(f"option {key} is given twice, as {given_as[key]}={out[key]!r} and {given}={text!r}; "
+                              f"give it once (as {key})", key=key)
+        out[key], given_as[key] = text, given
     return out
 
 

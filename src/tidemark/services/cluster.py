@@ -306,9 +306,13 @@ class ClusteringService:
             return self._plan(clustering)
 
     def _plan(self, clustering: ClusteringConfig) -> tuple[ScheduledClustering | None, list[RollbackResult]]:
-        """:meth:`schedule`'s work; the caller holds the lock. Rolls back dead clusterings first."""
-        rolled_back: list[RollbackResult] = []
+        """:meth:`schedule`'s work; the caller holds the lock. Finishes interrupted rollbacks and
+        rolls back dead clusterings first."""
         timeline = Timeline.load(self.storage)
+        # Rollbacks a crash or a full disk interrupted first (a clustering's own abort among them).
+        rolled_back = self.protocol.finish_interrupted(timeline, finish_cleans=False)
+        if rolled_back:
+            timeline = timeline.reload()
         for dead in self._dead_clusterings(timeline):
             log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
             rolled_back.append(rollback(self.storage, dead, timeline=timeline))

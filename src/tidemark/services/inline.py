@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark.config import WriteConfig
-from tidemark.errors import ClusteringAbortedError, TidemarkError
+from tidemark.errors import ClusteringAbortedError, StorageError, TidemarkError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.recovery.clean import commits_since_last_clean
 from tidemark.storage import Storage
@@ -49,7 +49,12 @@ def run_after_write(
         from tidemark.services.compaction import delta_commits_since_last_compaction
 
         if delta_commits_since_last_compaction(current) >= config.compact_inline_max_delta_commits:
-            compact()
+            try:
+                compact()
+            except StorageError as failure:  # say the write committed: written again, its inserts would be twice
+                written_at = f" {written.requested_time}" if written is not None else ""
+                raise StorageError(f"the write{written_at} completed; its inline compaction did not: {failure}",
+                                   uri=failure.uri) from failure.__cause__
             current = current.reload()
     try:
         if config.clean.automatic and commits_since_last_clean(current) >= config.clean.max_commits:

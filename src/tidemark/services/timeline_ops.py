@@ -25,7 +25,9 @@ def rollback_instant(protocol: CommitProtocol, instant_time: str, *, force: bool
     storage = protocol.storage
 
     def step() -> RollbackResult:
-        protocol.finish_interrupted(Timeline.load(storage))
+        for finished in protocol.finish_interrupted(Timeline.load(storage)):
+            if finished.rolled_back.requested_time == instant_time:  # its own rollback, interrupted (a full disk)
+                return finished
         timeline = Timeline.load(storage)
         instant = find_instant(timeline, instant_time)
         if not instant.is_completed and not force and protocol.writer_alive(instant):

@@ -92,12 +92,31 @@ class LocalStorage:
         os.makedirs(head, exist_ok=True)
         return os.path.join(head, f".tidemark-{uuid.uuid4().hex}.tmp")
 
-    def write_atomic(self, path: str, data: bytes) -> None:
-        full = self.full_path(path)
+    def _written_temp(self, full: str, data: bytes) -> str:
+        """A new temporary beside ``full`` holding ``data`` (:meth:`_temp_for`); removed again if
+        writing it fails (a full disk), so that a failed write leaves no file behind."""
         tmp = self._temp_for(full)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, full)
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        return tmp
+
+    def write_atomic(self, path: str, data: bytes) -> None:
+        self._replace(self.full_path(path), data)
+
+    def _replace(self, full: str, data: bytes) -> None:
+        """``full`` holding ``data``, replaced whole; nothing left behind if that fails."""
+        tmp = self._written_temp(full, data)
+        try:
+            os.replace(tmp, full)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def create_if_absent(self, path: str, data: bytes = b"") -> CreateOutcome:
         full = self.full_path(path)
@@ -108,9 +127,7 @@ class LocalStorage:
                 return CreateOutcome.CREATED
             except FileExistsError:
                 return CreateOutcome.ALREADY_EXISTS
-        tmp = self._temp_for(full)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
+        tmp = self._written_temp(full, data)
         try:
             return self._link_or_create(tmp, full, data)
         finally:
@@ -119,10 +136,7 @@ class LocalStorage:
     # -- create-if-absent in two steps (storage/staged.py) -------------------------------------
     def stage(self, folder: str, data: bytes) -> str:
         """Write ``data`` to a new hidden temporary file in ``folder``; returns its full path."""
-        tmp = self._temp_for(os.path.join(self.full_path(folder), "staged"))
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        return tmp
+        return self._written_temp(os.path.join(self.full_path(folder), "staged"), data)
 
     def publish_staged(self, staged: str, path: str, data: bytes) -> CreateOutcome:
         """Give the staged file (holding ``data``) the name ``path`` unless it exists: one ``link``."""
@@ -147,8 +161,13 @@ class LocalStorage:
                 fd = os.open(full, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
             except FileExistsError:
                 return CreateOutcome.ALREADY_EXISTS
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+            except BaseException:  # never a part of the content under the name
+                with contextlib.suppress(OSError):
+                    os.unlink(full)
+                raise
             return CreateOutcome.CREATED
 
     @staticmethod
@@ -177,10 +196,7 @@ class LocalStorage:
                 return False
             if current != version:
                 return False
-            tmp = self._temp_for(full)
-            with open(tmp, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, full)
+            self._replace(full, data)
             return True
 
     def list_dir(self, path: str) -> list[FileInfo]:

@@ -14,12 +14,9 @@ for the losses the table resolves by itself.
   the write runs again on the clustered table, at most :data:`CLUSTERING_RERUNS` times
   (then, if any are left, as a conflict retry).
 
-The storage under the table failing (a full disk or quota, a file past the process's size
-limit, a folder it may not write, a read-only or failing disk: an ``OSError`` of the file system
-or pyarrow with one of :data:`STORAGE_ERRNOS`) is not run again; the table's write raises it as
-:class:`StorageError`, saying what to do (:func:`storage_failures_typed`, around the whole write:
-its attempts, what comes before them and its inline services after the commit). Other
-``OSError``s (a socket's, ...) pass as they are.
+The storage under the table failing (a full disk, ...: ``storage/failures.py``) is not run
+again; the table's write raises it as :class:`StorageError`, saying what to do (typed around the
+whole write: its attempts, what comes before them and its inline services after the commit).
 
 Errors between the layers are typed: the loop matches exception classes, never text.
 """
@@ -27,10 +24,9 @@ Errors between the layers are typed: the loop matches exception classes, never t
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TypeVar
 
 from tidemark.concurrency.heartbeat import HeartbeatPolicy
@@ -41,7 +37,6 @@ from tidemark.errors import (
     EarlyConflictError,
     HeartbeatExpiredError,
     SchemaConflictError,
-    StorageError,
     WriteConflictError,
 )
 from tidemark.recovery.clean import superseded_base_file
@@ -57,23 +52,6 @@ CLUSTERING_RERUNS = 5
 T = TypeVar("T")
 
 WriteSession = Callable[[], contextlib.AbstractContextManager[None]]
-
-
-# The errors of a file system that cannot take the write (see the module docstring).
-STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EACCES, errno.EPERM, errno.EROFS,
-                            errno.EIO})
-
-
-@contextlib.contextmanager
-def storage_failures_typed(storage: Storage) -> Iterator[None]:
-    """Raise a file system's failure to take a write (an ``OSError`` with one of
-    :data:`STORAGE_ERRNOS`) as :func:`storage_failure`'s StorageError; other errors pass."""
-    try:
-        yield
-    except OSError as failure:
-        if failure.errno not in STORAGE_ERRNOS:
-            raise
-        raise storage_failure(storage, failure) from failure
 
 
 def run_with_retries(
@@ -112,20 +90,6 @@ def run_with_retries(
                 wait_for_writer(storage, config, conflict.conflicting_instant)
 
 
-def storage_failure(storage: Storage, failure: OSError) -> StorageError:
-    """The typed error of a write whose storage failed with ``failure`` (the failure may have
-    come after the write completed: the message says how to tell)."""
-    return StorageError(
-        f"the table's storage failed during the write: {failure}. If the write had not "
-        "completed, what it wrote is rolled back (by this write, or, if that failed too, by the "
-        f"next write or `tidemark clean`); `tidemark timeline {storage.base_path}` shows whether "
-        "it completed. Free space on the disk (or raise the process's file-size limit), or let "
-        "this process write the table's folder and its files, then write again if it had not "
-        "completed (an insert written twice is stored twice).",
-        uri=storage.base_path,
-    )
-
-
 def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) -> None:
     """Wait until ``instant_time`` is no longer pending, or its heartbeat expired."""
     policy = HeartbeatPolicy(config.heartbeat_interval_ms, config.heartbeat_tolerable_misses)
@@ -141,5 +105,4 @@ def wait_for_writer(storage: Storage, config: WriteConfig, instant_time: str) ->
         pause = min(pause * 2, 1.0)
 
 
-__all__ = ["CLUSTERING_RERUNS", "STORAGE_ERRNOS", "WriteSession", "run_with_retries", "storage_failure",
-           "storage_failures_typed", "wait_for_writer"]
+__all__ = ["CLUSTERING_RERUNS", "WriteSession", "run_with_retries", "wait_for_writer"]

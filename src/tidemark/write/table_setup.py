@@ -8,6 +8,7 @@ table-level options that disagree with what the table stores.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,8 +27,8 @@ from tidemark.config.table_options import (
     merge_options,
     write_options,
 )
-from tidemark.errors import ConfigError, TableExistsError
-from tidemark.format.names import TEMP_DIR, TIMELINE_DIR
+from tidemark.errors import ConfigError, StorageError, TableExistsError
+from tidemark.format.names import HOODIE_DIR, TEMP_DIR, TIMELINE_DIR
 from tidemark.format.properties import (
     COPY_ON_WRITE,
     MERGE_ON_READ,
@@ -40,6 +41,7 @@ from tidemark.merge import MergeConfig
 from tidemark.merge.config import format_column_groups
 from tidemark.read.table import open_properties
 from tidemark.storage import Storage
+from tidemark.storage.failures import STORAGE_ERRNOS
 from tidemark.storage.location import open_storage
 from tidemark.write.bucket import BucketSpec
 from tidemark.write.nbcc import check_table_supports
@@ -133,19 +135,44 @@ def create_table(
     settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
     settings = settings.with_table_defaults({"hoodie.table.name": config.name}, storage.base_path)
     config = replace(config, extra={**config.extra, **settings.to_properties()})
-    for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if local else ():
+    try:
+        config = _write_table_files(storage, config, metadata=write_config.metadata_enable)
+    except BaseException as failure:
+        _remove_unfinished(storage)
+        if isinstance(failure, OSError) and failure.errno in STORAGE_ERRNOS:
+            raise StorageError(
+                f"the table's storage failed while creating the table at {storage.base_path}: {failure}. Nothing "
+                "of it is left there. Free space on the disk, or let this process write the folder, then create "
+                "the table again.", uri=storage.base_path) from failure
+        raise
+    return OpenedTable(storage, config, write_config, arrow_schema)
+
+
+def _write_table_files(storage: Storage, config: TableConfig, *, metadata: bool) -> TableConfig:
+    """Write a new table's folders, its metadata table (if ``metadata``) and, last, its
+    ``hoodie.properties``; the configuration written."""
+    for folder in (TIMELINE_DIR, f"{TIMELINE_DIR}/history", TEMP_DIR) if storage.is_local else ():
         os.makedirs(storage.full_path(folder), exist_ok=True)  # object stores have no folders
     # A metadata table (its files partition) unless hoodie.metadata.enable=false, as Hudi 1.x
     # creates one by default; readers trust it once hoodie.properties names files.
-    if write_config.metadata_enable:
+    if metadata:
         from tidemark.metadata.create import write_metadata_table
 
-        write_metadata_table(storage, name, {})
+        write_metadata_table(storage, config.name, {})
         config = replace(config, extra={**config.extra, **{"hoodie.table.metadata.partitions": "files",
                                                             "hoodie.table.metadata.partitions.inflight": ""}})
     # hoodie.properties last: until it exists the folder is not a table.
     storage.write_atomic(PROPERTIES_PATH, format_properties(config.to_properties()).encode())
-    return OpenedTable(storage, config, write_config, arrow_schema)
+    return config
+
+
+def _remove_unfinished(storage: Storage) -> None:
+    """Remove what a creation that failed wrote (the folder was new or empty): unless its
+    ``hoodie.properties`` exists, the ``.hoodie`` folder is no table's, and would make the
+    folder refuse the next creation. Best effort: the failure being raised says why."""
+    with contextlib.suppress(Exception):
+        if not storage.exists(PROPERTIES_PATH):
+            storage.delete_tree(HOODIE_DIR)
 
 
 def open_table(

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
 from tidemark.config.datasource_options import DATASOURCE_WRITE_OPTIONS
-from tidemark.config.options import OPTIONS_BY_KEY
+from tidemark.config.options import ALTERNATIVE_KEYS, OPTIONS_BY_KEY
 from tidemark.config.resolve import parse_option
 from tidemark.errors import ConfigError, InvalidInputError, TableExistsError
 from tidemark.format.names import TEMP_DIR
@@ -52,7 +52,7 @@ KEY_GENERATOR = "hoodie.datasource.write.keygenerator.class"
 
 _DATASOURCE_KEYS = {o.key: o for o in DATASOURCE_WRITE_OPTIONS}
 # Spark's options arrive lower-cased (CaseInsensitiveDict): map them back to the declared keys.
-_CANONICAL = {k.lower(): k for k in (*OPTIONS_BY_KEY, *_DATASOURCE_KEYS)}
+_CANONICAL = {k.lower(): k for k in (*OPTIONS_BY_KEY, *ALTERNATIVE_KEYS, *_DATASOURCE_KEYS)}
 # Keys Spark itself passes to a data source; they are not table options.
 _SPARK_KEYS = {"path", "checkpointlocation"}
 _KEY_GENERATORS = {"simplekeygenerator", "complexkeygenerator", "nonpartitionedkeygenerator"}
