@@ -8,6 +8,7 @@ the process's), at several limits, so that the disk fills at different points of
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -344,3 +345,124 @@ def test_an_inline_compaction_on_a_full_disk_says_the_write_completed(tmp_path: 
     assert outcome["pending"] == [] and outcome["compactions"] == 1, outcome
     assert outcome["rows_after_next_write"] == 20_015
     assert hudi_rs_read(str(path)).num_rows == 20_015
+
+
+_CREATE_AT_ONCE = """
+    import json, multiprocessing, sys
+    import tidemark
+    from tidemark.errors import TableExistsError
+
+    def create(path, barrier, results):
+        barrier.wait()  # both processes create at the same moment
+        try:
+            tidemark.Table.create(path, spark=None, record_key="id")
+            results.put("created")
+        except TableExistsError as error:
+            results.put("refused: " + str(error))
+
+    if __name__ == "__main__":
+        base, rounds = sys.argv[1], int(sys.argv[2])
+        context = multiprocessing.get_context("spawn")
+        outcomes = []
+        for round_ in range(rounds):
+            barrier, results = context.Barrier(2), context.Queue()
+            workers = [context.Process(target=create, args=(f"{base}/{round_}", barrier, results)) for _ in range(2)]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join(120)
+            outcomes.append(sorted(results.get(timeout=10) for _ in workers))
+        print(json.dumps(outcomes))
+"""
+
+
+def test_two_processes_creating_one_table_at_once_get_one_table(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    import tidemark
+
+    script = tmp_path / "create_at_once.py"
+    script.write_text(textwrap.dedent(_CREATE_AT_ONCE))
+    rounds = 4
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "tables"), str(rounds)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    for round_, outcome in enumerate(json.loads(result.stdout.strip().splitlines()[-1])):
+        # One creates the table; the other is refused (the table exists, or is being created),
+        # never both writing it.
+        assert outcome[0] == "created" and outcome[1].startswith("refused: "), outcome
+        path = str(tmp_path / "tables" / str(round_))
+        table = tidemark.Table.open(path, spark=None)
+        table.bulk_insert(pa.table({"id": ["a", "b"]}))
+        assert hudi_rs_read(path).num_rows == 2
+        assert not [n for n in os.listdir(os.path.join(path, ".hoodie")) if n.startswith(".tidemark-")]
+
+
+_ROLLBACK_INTERRUPTED = """
+    import json, resource, shutil, signal, sys
+    import pyarrow as pa
+    import tidemark
+    from tidemark.errors import StorageError
+    from tidemark.storage import LocalStorage
+    from tidemark.timeline import Timeline
+
+    base = sys.argv[1]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    for limit in range(500, 20_000, 250):  # the first limit at which the rollback stops half done
+        path = f"{base}/{limit}"
+        table = tidemark.Table.create(path, spark=None, record_key="id", ordering_field="ts")
+        table.bulk_insert(pa.table({"id": [f"k{i}" for i in range(2_000)], "ts": list(range(2_000))}))
+        last = table.upsert(pa.table({"id": [f"k{i}" for i in range(1_000, 3_000)], "ts": [9] * 2_000}))
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, hard))
+        try:
+            table.rollback(last.instant_time)
+        except StorageError:
+            pass
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        pending = [i.action.value for i in Timeline.load(LocalStorage(path)).pending]
+        if pending == ["rollback"]:
+            print(json.dumps({"path": path, "instant": last.instant_time}))
+            break
+        shutil.rmtree(path)
+"""
+
+
+def test_the_cli_finishes_a_rollback_a_full_disk_interrupted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidemark.cli.main import main
+    from tidemark.storage import LocalStorage
+    from tidemark.timeline import Timeline
+
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(_ROLLBACK_INTERRUPTED), str(tmp_path)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), "no limit left the rollback half done"
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    # The rolled-back commit's timeline files are gone already: run again, the rollback finishes.
+    code = main(["rollback", found["path"], found["instant"], "--yes"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "finished the interrupted rollback" in out
+    timeline = Timeline.load(LocalStorage(found["path"]))
+    assert timeline.pending == []
+    assert hudi_rs_read(found["path"]).num_rows == 2_000
+
+
+def test_the_cli_clean_takes_hudi_0x_keys_beside_its_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import pyarrow as pa
+
+    import tidemark
+    from tidemark.cli.main import main
+
+    path = str(tmp_path / "t")
+    table = tidemark.Table.create(path, spark=None, record_key="id", options={"hoodie.clean.automatic": "false"})
+    for i in range(4):
+        table.upsert(pa.table({"id": ["a", "b"], "v": [i, i]}))
+    # --policy and --retain win over the same options given under their old names.
+    code = main(["clean", path, "--options", "hoodie.cleaner.policy=keep_latest_file_versions",
+                 "hoodie.cleaner.commits.retained=3", "--policy", "commits", "--retain", "1"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert tidemark.Table.open(path, spark=None).read().num_rows == 2

@@ -23,9 +23,11 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
+from tidemark.config.options import ALTERNATIVE_KEYS
 from tidemark.recovery.clean import CleanResult
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.services.archive import ArchiveResult
+from tidemark.storage.failures import storage_failures_typed
 from tidemark.table import Table
 from tidemark.timeline import Instant, Timeline
 
@@ -252,12 +254,14 @@ def _rollback_all_pending(table: Table) -> list[RollbackResult]:
         return table.rollback_failed_writes(force=True)
     table._check_writer()  # the writers' own settings, or refused before anything is rolled back
     protocol = table._protocol()
-    with protocol.lock.hold("roll back every pending write"):
+    with storage_failures_typed(table.storage, "rollback of failed writes"), \
+            protocol.lock.hold("roll back every pending write"):
         return list(protocol.rollback_failed_writes(force=True))
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    given = {**option_pairs(args.options), **_policy_options(args)}
+    # --policy / --retain win over --options, given under Hudi 0.x's names or 1.x's.
+    given = {**{ALTERNATIVE_KEYS.get(k, k): v for k, v in option_pairs(args.options).items()}, **_policy_options(args)}
     options = with_recorded_writer_settings(args.path, given, storage_options(args))
     # The mode decides what clean means: heartbeat-checked (multi-writer) or everything. A table
     # that records its writers' settings is cleaned with them (their lock), --all-pending too.

@@ -22,7 +22,7 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import describe, liveness, policy_of
 from tidemark.errors import TidemarkError, WriterAliveError
-from tidemark.recovery.rollback import find_instant
+from tidemark.recovery.rollback import find_instant, pending_rollback_of
 from tidemark.table import Table
 from tidemark.timeline import Timeline
 
@@ -105,7 +105,14 @@ def run(args: argparse.Namespace, ui: Ui) -> int:
     options = with_recorded_writer_settings(args.path, option_pairs(args.options), storage_options(args))
     table = Table.open(args.path, storage_options=storage_options(args), spark=None, options=options)
     timeline = Timeline.load(table.storage)
-    instant = find_instant(timeline, args.instant.strip())
+    wanted = args.instant.strip()
+    if pending_rollback_of(table.storage, timeline, wanted):  # a failure interrupted its rollback: finish it
+        result = table.rollback(wanted)
+        ui.out.print(f"{ui.check} finished the interrupted rollback of {wanted} "
+                     f"(rollback {result.rollback_instant.requested_time}, {count(len(result.deleted_files))} "
+                     "file(s) deleted)")
+        return 0
+    instant = find_instant(timeline, wanted)
     if instant.is_completed:
         # Checked here too (the library checks again) so we never ask a question and then refuse.
         later = [

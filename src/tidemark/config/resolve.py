@@ -319,11 +319,21 @@ def validate_keys(options: Mapping[str, Any]) -> dict[str, str]:
         if value is None:
             raise ConfigError(f"option {given!r} is None; give a value or leave it out", key=key)
         text = str(value).lower() if isinstance(value, bool) else str(value)
-        if key in out and out[key] != text:
+        if key in out and not _same_value(key, out[key], text):
             raise ConfigError(f"option {key} is given twice, as {given_as[key]}={out[key]!r} and {given}={text!r}; "
                               f"give it once (as {key})", key=key)
         out[key], given_as[key] = text, given
     return out
+
+
+def _same_value(key: str, first: str, second: str) -> bool:
+    """Whether two values of option ``key`` mean the same (``keep_latest_commits`` and
+    ``KEEP_LATEST_COMMITS``); values that do not parse are compared as given."""
+    parse = OPTIONS_BY_KEY[key].parse
+    try:
+        return bool(first == second or parse(first) == parse(second))
+    except (ValueError, TypeError):
+        return first == second
 
 
 def parse_option(key: str, options: Mapping[str, str], declared: Mapping[str, Any] = OPTIONS_BY_KEY) -> Any:

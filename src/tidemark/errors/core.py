@@ -73,12 +73,14 @@ class InvalidInputError(TidemarkError):
 
 
 class NullRecordKeyError(InvalidInputError):
-    """At least one record has a null value in a record-key field."""
+    """At least one record has no record key: its key field null or empty (of several key
+    fields, every one), which Hudi's key generators refuse too."""
 
     def __init__(self, fields: Sequence[str], count: int) -> None:
+        which = "null or empty" if len(fields) == 1 else "null or empty in every key field"
         super().__init__(
-            f"{count} record(s) have a null record key (fields {list(fields)}); "
-            "every record needs a non-null key. Filter them out or fill them before writing."
+            f"{count} record(s) have no record key: {which} (fields {list(fields)}); every record "
+            "needs a key. Filter them out or fill them before writing."
         )
         self.fields = list(fields)
         self.count = count

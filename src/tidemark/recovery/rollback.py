@@ -16,7 +16,9 @@ A rollback left requested or inflight is finished by :func:`finish_pending_rollb
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from tidemark.errors import InstantNotFoundError, TidemarkError
 from tidemark.format.commit_metadata import read_avro, write_avro
@@ -159,16 +161,24 @@ def _execute(
     )
 
 
+def _pending_rollback_plans(storage: Storage, timeline: Timeline) -> Iterator[tuple[Instant, dict[str, Any]]]:
+    """Each rollback left requested or inflight, with its plan (empty if it has none yet)."""
+    for pending in timeline.filter(actions=[Action.ROLLBACK], states=[State.REQUESTED, State.INFLIGHT]):
+        requested = f"{TIMELINE_DIR}/{instant_file_name(pending.requested_time, Action.ROLLBACK, State.REQUESTED)}"
+        yield pending, (read_avro(storage.read_bytes(requested)) if storage.exists(requested) else {})
+
+
+def pending_rollback_of(storage: Storage, timeline: Timeline, requested_time: str) -> bool:
+    """Whether a rollback left requested or inflight (a crash, a full disk) targets the instant
+    ``requested_time``: its timeline files may be gone, yet rolling it back finishes that rollback."""
+    return any((plan.get("instantToRollback") or {}).get("commitTime") == requested_time
+               for _, plan in _pending_rollback_plans(storage, timeline))
+
+
 def finish_pending_rollbacks(storage: Storage, timeline: Timeline) -> list[RollbackResult]:
     """Complete rollbacks that a crashed process left requested or inflight."""
     results = []
-    for pending in timeline.filter(actions=[Action.ROLLBACK], states=[State.REQUESTED, State.INFLIGHT]):
-        requested = instant_file_name(pending.requested_time, Action.ROLLBACK, State.REQUESTED)
-        plan = (
-            read_avro(storage.read_bytes(f"{TIMELINE_DIR}/{requested}"))
-            if storage.exists(f"{TIMELINE_DIR}/{requested}")
-            else {}
-        )
+    for pending, plan in _pending_rollback_plans(storage, timeline):
         target = plan.get("instantToRollback") or {}
         if not target:
             continue

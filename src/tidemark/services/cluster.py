@@ -310,9 +310,10 @@ class ClusteringService:
         rolls back dead clusterings first."""
         timeline = Timeline.load(self.storage)
         # Rollbacks a crash or a full disk interrupted first (a clustering's own abort among them).
-        rolled_back = self.protocol.finish_interrupted(timeline, finish_cleans=False)
-        if rolled_back:
+        for finished in self.protocol.finish_interrupted(timeline, finish_cleans=False):
+            log.info("finished the interrupted rollback of %s", finished.rolled_back.requested_time)
             timeline = timeline.reload()
+        rolled_back: list[RollbackResult] = []  # dead clusterings, as the result reports them
         for dead in self._dead_clusterings(timeline):
             log.info("rolling back clustering %s (its writer is gone)", dead.requested_time)
             rolled_back.append(rollback(self.storage, dead, timeline=timeline))

@@ -51,10 +51,13 @@ def run_after_write(
         if delta_commits_since_last_compaction(current) >= config.compact_inline_max_delta_commits:
             try:
                 compact()
-            except StorageError as failure:  # say the write committed: written again, its inserts would be twice
-                written_at = f" {written.requested_time}" if written is not None else ""
-                raise StorageError(f"the write{written_at} completed; its inline compaction did not: {failure}",
-                                   uri=failure.uri) from failure.__cause__
+            except Exception as failure:  # say the write committed: written again, its inserts would be twice
+                done = f"the write{f' {written.requested_time}' if written is not None else ''} completed"
+                if isinstance(failure, StorageError):
+                    raise StorageError(f"{done}; its inline compaction did not: {failure}", uri=failure.uri) \
+                        from failure
+                failure.add_note(f"{done} before its inline compaction failed: do not write it again")
+                raise
             current = current.reload()
     try:
         if config.clean.automatic and commits_since_last_clean(current) >= config.clean.max_commits:

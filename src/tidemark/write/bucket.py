@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.errors import ConfigError
+from tidemark.format.record_key import key_part
 
 _BUCKET_ID = re.compile(r"^(\d{8})-")
 _FIXED_SUFFIX = "-0000-0000-0000-000000000000-0"
@@ -153,12 +154,10 @@ class BucketAssignment:
 
 
 def hash_field_texts(table: pa.Table, spec: BucketSpec) -> list[pa.Array | pa.ChunkedArray]:
-    """The text of each hash field, as it appears in the record key."""
+    """The text of each hash field, as it appears in the record key (format/record_key.py)."""
     texts = []
     for name in spec.hash_fields:
         column = table.column(name)
-        if pa.types.is_boolean(column.type):
-            texts.append(pc.if_else(column, "true", "false"))
-        else:
-            texts.append(pc.cast(column, pa.string()))
+        text = pc.if_else(column, "true", "false") if pa.types.is_boolean(column.type) else pc.cast(column, pa.string())
+        texts.append(key_part(text) if len(spec.record_key_fields) > 1 else text)
     return texts

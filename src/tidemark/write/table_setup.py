@@ -40,7 +40,7 @@ from tidemark.format.schema import avro_schema_json
 from tidemark.merge import MergeConfig
 from tidemark.merge.config import format_column_groups
 from tidemark.read.table import open_properties
-from tidemark.storage import Storage
+from tidemark.storage import CreateOutcome, Storage
 from tidemark.storage.failures import STORAGE_ERRNOS
 from tidemark.storage.location import open_storage
 from tidemark.write.bucket import BucketSpec
@@ -135,16 +135,22 @@ def create_table(
     settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
     settings = settings.with_table_defaults({"hoodie.table.name": config.name}, storage.base_path)
     config = replace(config, extra={**config.extra, **settings.to_properties()})
+    # One creator at a time: only the process that made the claim writes (and, failing, removes) the table.
+    if storage.create_if_absent(CREATION_CLAIM) is not CreateOutcome.CREATED:
+        raise TableExistsError(path, "another process is creating a table there")
     try:
         config = _write_table_files(storage, config, metadata=write_config.metadata_enable)
     except BaseException as failure:
-        _remove_unfinished(storage)
+        cleared = _remove_unfinished(storage)
         if isinstance(failure, OSError) and failure.errno in STORAGE_ERRNOS:
+            left = "Nothing of it is left there" if cleared else f"Remove its {HOODIE_DIR} folder, which is left there"
             raise StorageError(
-                f"the table's storage failed while creating the table at {storage.base_path}: {failure}. Nothing "
-                "of it is left there. Free space on the disk, or let this process write the folder, then create "
-                "the table again.", uri=storage.base_path) from failure
+                f"the table's storage failed while creating the table at {storage.base_path}: {failure}. {left}. "
+                "Free space on the disk, or let this process write the folder, then create the table again.",
+                uri=storage.base_path) from failure
         raise
+    with contextlib.suppress(Exception):  # a claim left behind only keeps the folder from a second create
+        storage.delete(CREATION_CLAIM)
     return OpenedTable(storage, config, write_config, arrow_schema)
 
 
@@ -166,13 +172,22 @@ def _write_table_files(storage: Storage, config: TableConfig, *, metadata: bool)
     return config
 
 
-def _remove_unfinished(storage: Storage) -> None:
-    """Remove what a creation that failed wrote (the folder was new or empty): unless its
-    ``hoodie.properties`` exists, the ``.hoodie`` folder is no table's, and would make the
-    folder refuse the next creation. Best effort: the failure being raised says why."""
+def _remove_unfinished(storage: Storage) -> bool:
+    """Remove what a creation that failed wrote (the folder was new or empty, and its creation
+    claim is this process's): without ``hoodie.properties`` the ``.hoodie`` folder is no table,
+    and would make the folder refuse the next creation. Best effort (the failure being raised
+    says why); whether the folder is empty again."""
     with contextlib.suppress(Exception):
         if not storage.exists(PROPERTIES_PATH):
             storage.delete_tree(HOODIE_DIR)
+    try:
+        return not storage.exists("") or storage.is_empty_dir("")
+    except Exception:
+        return False
+
+
+# Created (if absent) before a table's first file: the creation in progress is this process's.
+CREATION_CLAIM = f"{HOODIE_DIR}/.tidemark-creating"
 
 
 def open_table(

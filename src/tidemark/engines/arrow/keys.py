@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from tidemark.engines.arrow.take import even_slices
 from tidemark.format.names import DEFAULT_PARTITION, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import escape_value
+from tidemark.format.record_key import key_part, missing_key_value
 
 # Keys cast to text on every core once a batch has this many rows per core: pyarrow's cast
 # runs on one thread, and it comes before any file of the write can start (1M integers: 17 ms).
@@ -38,17 +39,20 @@ def _chunks(array: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
 
 
 def record_key_array(table: pa.Table | pa.RecordBatch, fields: Sequence[str]) -> pa.ChunkedArray | pa.Array:
+    """Each row's ``_hoodie_record_key`` (format/record_key.py)."""
     if len(fields) == 1:
         return _as_text(table.column(fields[0]))
-    parts = [pc.binary_join_element_wise(f"{name}:", _as_text(table.column(name)), "") for name in fields]
+    parts = [pc.binary_join_element_wise(f"{name}:", key_part(_as_text(table.column(name))), "") for name in fields]
     return pc.binary_join_element_wise(*parts, ",")
 
 
-def null_key_count(table: pa.Table, fields: Sequence[str]) -> int:
+def keyless_count(table: pa.Table, fields: Sequence[str]) -> int:
+    """How many rows have no record key: their key field null or empty; of several key fields,
+    every one (format/record_key.py)."""
     mask = None
     for name in fields:
-        nulls = pc.is_null(table.column(name))
-        mask = nulls if mask is None else pc.or_(mask, nulls)
+        missing = missing_key_value(table.column(name))
+        mask = missing if mask is None else pc.and_(mask, missing)
     return int(pc.sum(mask).as_py() or 0) if mask is not None else 0
 
 

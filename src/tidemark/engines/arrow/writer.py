@@ -21,8 +21,8 @@ from tidemark.engines.arrow.index import tag as tag_keys
 from tidemark.engines.arrow.keys import (
     PartitionPaths,
     crc32_of_keys,
+    keyless_count,
     may_hold_byte,
-    null_key_count,
     partition_paths,
     record_key_array,
     rows_by_code,
@@ -202,9 +202,9 @@ class ArrowWritePipeline:
                     col = frame.column(field.name)
                     columns.append(col.cast(field.type) if col.type != field.type else col)
             frame = pa.Table.from_arrays(columns, schema=self.user_schema)
-        nulls = null_key_count(frame, layout.record_key_fields)
-        if nulls:
-            raise NullRecordKeyError(layout.record_key_fields, nulls)
+        keyless = keyless_count(frame, layout.record_key_fields)
+        if keyless:
+            raise NullRecordKeyError(layout.record_key_fields, keyless)
         for name in text_key_fields(frame.schema, layout.record_key_fields):
             column = frame.column(name)
             text = column if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) \

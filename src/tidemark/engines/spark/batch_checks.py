@@ -1,6 +1,6 @@
 """What a Spark write learns of its batch before the instant is requested.
 
-Every key must be checked (no null key field; no ',' in a text field of a key of several
+Every key must be checked (a key at all: format/record_key.py; no ',' in a text field of a key of several
 fields, whose key would read as two) and every partition path too (no '..', no '/', ...) before
 anything is written, and the index needs the batch's partition paths and row count. One small
 job over the arriving batch finds them all (a small batch's keys are kept by it, for the
@@ -13,8 +13,8 @@ them and :meth:`BatchChecks.settle` raises for them, still before the instant is
   (:meth:`~tidemark.engines.spark.writer.SparkWritePipeline.tag`): the job would only have
   found which partitions' footers to read.
 
-Null keys pass the dedup and the index harmlessly until then (the dedup keeps one row per
-key; a null key matches no file).
+Missing keys pass the dedup and the index harmlessly until then (the dedup keeps one row per
+key; a null key matches no file, an empty one is refused before anything is written).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame
+from pyspark.sql.types import BinaryType, StringType
 
 from tidemark.engines.spark.connect import estimated_bytes
 from tidemark.engines.spark.expressions import name, named
@@ -77,7 +78,7 @@ class BatchChecks:
         paths_to_check = PARTITION_PATH in df.columns and self._partition_values_checked()
         if (
             self.operation is WriteOperation.BULK_INSERT
-            and not any(df.schema[name].nullable for name in layout.record_key_fields)
+            and self._keys_always_present(df)
             and not paths_to_check
             and not self.text_key_fields()
         ):
@@ -158,6 +159,12 @@ class BatchChecks:
             return pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t)
 
         return not all(name in schema.names and safe(schema.field(name).type) for name in self.layout.partition_fields)
+
+    def _keys_always_present(self, df: DataFrame) -> bool:
+        """Whether Spark's schema says every row of ``df`` has a record key: one of its key fields
+        can be neither null nor empty (a text field can be empty)."""
+        return any(not df.schema[name].nullable and not isinstance(df.schema[name].dataType, (StringType, BinaryType))
+                   for name in self.layout.record_key_fields)
 
     def _can_defer_key_check(self, df: DataFrame) -> bool:
         """Whether the key checks can wait for the tagged pass in a non-partitioned table: the

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ _CANONICAL = {k.lower(): k for k in (*OPTIONS_BY_KEY, *ALTERNATIVE_KEYS, *_DATAS
 _SPARK_KEYS = {"path", "checkpointlocation"}
 _KEY_GENERATORS = {"simplekeygenerator", "complexkeygenerator", "nonpartitionedkeygenerator"}
 STAGING_PREFIX = "datasource-"
+# How long a write into a new table waits for another writer creating that table to finish.
+CREATION_WAIT_SECONDS = 30.0
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -156,9 +159,13 @@ def open_or_create(table_class: Any, path: str, datasource: Mapping[str, str], t
                                 ordering_field=ordering or None, table_type=table_type,
                                 options=table_options, schema=schema)
         except TableExistsError:
-            if not os.path.exists(os.path.join(path, PROPERTIES_PATH)):
-                raise
-            # Another writer created it first: write into theirs.
+            # Another writer created it first (or is creating it: a creation takes well under a
+            # second): write into theirs.
+            deadline = time.monotonic() + CREATION_WAIT_SECONDS
+            while not os.path.exists(os.path.join(path, PROPERTIES_PATH)):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
     table = Table.open(path, spark=None, options=table_options)
     cfg = table.config
     for key, given, stored in ((RECORD_KEY, keys, cfg.record_key_fields),

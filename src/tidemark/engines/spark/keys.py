@@ -1,7 +1,7 @@
 """Record-key and partition-path columns as Spark expressions (Hudi's key generators).
 
 * record key: one field -> its value as a string; several -> ``f1:v1,f2:v2``
-  (Hudi's complex key generator);
+  (Hudi's complex key generator, nulls and empty values as placeholders: format/record_key.py);
 * partition path: values joined by ``/``, each ``field=value`` when hive-style;
   a null or empty value becomes ``__HIVE_DEFAULT_PARTITION__``; with url-encoding
   each value is escaped as Hudi does (:mod:`tidemark.format.partition_path`).
@@ -20,16 +20,22 @@ from tidemark.engines.spark.expressions import name, named, sql_text
 from tidemark.errors import NullRecordKeyError
 from tidemark.format.names import DEFAULT_PARTITION
 from tidemark.format.partition_path import ESCAPED, escape_value
+from tidemark.format.record_key import EMPTY_KEY_PART, NULL_KEY_PART
 from tidemark.write.validate import ambiguous_key_error
 
 # Each is SQL text parsed once (see :mod:`.expressions`); the functions returning a Column wrap it.
 
 
 def record_key_sql(fields: Sequence[str]) -> str:
+    """Each row's ``_hoodie_record_key`` (format/record_key.py)."""
     if len(fields) == 1:
         return f"CAST({name(fields[0])} AS STRING)"
-    parts = [f"concat({sql_text(f'{field}:')}, CAST({name(field)} AS STRING))" for field in fields]
-    # concat_ws skips nulls; null keys are rejected before this matters.
+    parts = []
+    for field in fields:
+        text = f"CAST({name(field)} AS STRING)"
+        part = (f"CASE WHEN {text} IS NULL THEN {sql_text(NULL_KEY_PART)} WHEN {text} = '' "
+                f"THEN {sql_text(EMPTY_KEY_PART)} ELSE {text} END")
+        parts.append(f"concat({sql_text(f'{field}:')}, {part})")
     return f"concat_ws(',', {', '.join(parts)})"
 
 
@@ -38,8 +44,10 @@ def record_key_column(fields: Sequence[str]) -> Column:
 
 
 def null_key_sql(fields: Sequence[str]) -> str:
-    """A row has a null record-key field (SQL text)."""
-    return "(" + " OR ".join(["false", *(f"{name(field)} IS NULL" for field in fields)]) + ")"
+    """A row has no record key: its key field null or empty; of several, every one (SQL text)."""
+    if not fields:
+        return "false"
+    return "(" + " AND ".join(f"({name(f)} IS NULL OR CAST({name(f)} AS STRING) = '')" for f in fields) + ")"
 
 
 def null_key_condition(fields: Sequence[str]) -> Column:
@@ -71,7 +79,7 @@ def partition_path_column(fields: Sequence[str], *, hive_style: bool, url_encode
 
 
 def key_checks(fields: Sequence[str], text_fields: Sequence[str]) -> list[Column]:
-    """The aggregates that count rows with a null key field (``nulls``) and, of a key of several
+    """The aggregates that count rows without a record key (``nulls``) and, of a key of several
     fields, a ``text_fields`` value holding a ',' (``ambiguous``: its key would read as two)."""
     ambiguous = " OR ".join(
         ["false", *(f"coalesce(contains(CAST({name(f)} AS STRING), ','), false)" for f in text_fields)])

@@ -1,0 +1,120 @@
+"""A record's key is the text Hudi's key generators write (format/record_key.py): both engines
+write it alike, so a record written by one is updated, not duplicated, by the other (and by Hudi).
+
+* a key of several fields writes a null value as ``__null__`` and an empty one as ``__empty__``;
+  a record whose every key field is null or empty has no key and is refused;
+* a key of one field that is null or empty is refused (Hudi's simple key generator does too);
+* the bucket index hashes a key's parts as they stand in the key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import tidemark
+from conftest import hudi_rs_read
+from tidemark.errors import NullRecordKeyError
+from tidemark.format.names import RECORD_KEY
+from tidemark.write.bucket import bucket_of, bucket_of_file_id
+
+SCHEMA = pa.schema([("tenant", pa.string()), ("code", pa.int64()), ("ts", pa.int64()), ("v", pa.string())])
+
+
+def _rows(tenants: list[str | None], codes: list[int | None], ts: int, tag: str) -> pa.Table:
+    return pa.table({"tenant": tenants, "code": codes, "ts": [ts] * len(codes), "v": [tag] * len(codes)}, SCHEMA)
+
+
+def _open(path: Path, spark: Any, engine: str) -> tidemark.Table:
+    return tidemark.Table.open(str(path), spark=spark if engine == "spark" else None)
+
+
+def _write(table: tidemark.Table, spark: Any, engine: str, rows: pa.Table, operation: str = "upsert") -> None:
+    data = spark.createDataFrame(rows.to_pandas(), "tenant string, code long, ts long, v string") \
+        if engine == "spark" else rows
+    getattr(table, operation)(data)
+
+
+def _keys(path: Path) -> dict[str, str]:
+    read = hudi_rs_read(str(path))
+    return dict(zip(read.column(RECORD_KEY).to_pylist(), read.column("v").to_pylist(), strict=True))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("first", "second"), [("arrow", "spark"), ("spark", "arrow")])
+def test_a_key_of_several_fields_writes_nulls_and_empties_as_hudi_does(
+    spark: Any, tmp_path: Path, first: str, second: str
+) -> None:
+    path = tmp_path / "t"
+    tidemark.Table.create(str(path), spark=None, record_key=["tenant", "code"], ordering_field="ts", schema=SCHEMA)
+    tenants: list[str | None] = [None, "", "acme", "acme", None]
+    codes: list[int | None] = [1, 1, None, 2, 2]
+    _write(_open(path, spark, first), spark, first, _rows(tenants, codes, 1, "first"), "bulk_insert")
+    expected = {"tenant:__null__,code:1", "tenant:__empty__,code:1", "tenant:acme,code:__null__",
+                "tenant:acme,code:2", "tenant:__null__,code:2"}
+    assert set(_keys(path)) == expected
+    # The other engine updates the same records (the same keys), it does not add them again.
+    _write(_open(path, spark, second), spark, second, _rows(tenants, codes, 2, "second"))
+    assert _keys(path) == dict.fromkeys(expected, "second")
+    assert _open(path, spark, "arrow").read().num_rows == 5
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+@pytest.mark.parametrize("operation", ["bulk_insert", "upsert", "delete"])
+def test_a_record_without_a_key_is_refused_and_changes_nothing(
+    spark: Any, tmp_path: Path, engine: str, operation: str
+) -> None:
+    single, several = tmp_path / "single", tmp_path / "several"
+    tidemark.Table.create(str(single), spark=None, record_key="tenant", ordering_field="ts", schema=SCHEMA)
+    tidemark.Table.create(str(several), spark=None, record_key=["tenant", "code"], ordering_field="ts", schema=SCHEMA)
+    for path in (single, several):
+        _write(_open(path, spark, "arrow"), spark, "arrow", _rows(["a", "b"], [1, 2], 1, "kept"), "bulk_insert")
+    before = {path: _keys(path) for path in (single, several)}
+    # One field empty (or null); several fields all null or empty: Hudi refuses such records too.
+    refused = [(single, _rows(["c", ""], [3, 4], 2, "new"), 1),
+               (single, _rows([None, "", "d"], [3, 4, 5], 2, "new"), 2),
+               (several, _rows(["", None, "e", ""], [None, None, 6, 7], 2, "new"), 2)]
+    for path, rows, count in refused:
+        with pytest.raises(NullRecordKeyError) as info:
+            _write(_open(path, spark, engine), spark, engine, rows, operation)
+        assert info.value.count == count, (path.name, rows.to_pylist())
+        assert _keys(path) == before[path]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_the_bucket_index_hashes_a_keys_parts_as_they_stand_in_the_key(spark: Any, tmp_path: Path, engine: str) -> None:
+    path = tmp_path / "t"
+    buckets = 16
+    tidemark.Table.create(str(path), spark=None, record_key=["tenant", "code"], ordering_field="ts", schema=SCHEMA,
+                          options={"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": str(buckets)})
+    tenants: list[str | None] = [None, "", "acme", "beta", None, ""]
+    codes: list[int | None] = [1, 1, None, 7, 9, 3]
+    _write(_open(path, spark, engine), spark, engine, _rows(tenants, codes, 1, "x"))
+    read = hudi_rs_read(str(path))
+    placed = dict(zip(read.column(RECORD_KEY).to_pylist(),
+                      (bucket_of_file_id(f) for f in read.column("_hoodie_file_name").to_pylist()), strict=True))
+    assert len(placed) == len(tenants)
+    for key, bucket in placed.items():
+        # Hudi's BucketIdentifier: the hash-field values as they stand in the key, placeholders and all.
+        values = [part.split(":", 1)[1] for part in key.split(",")]
+        assert bucket == bucket_of(values, buckets), key
+
+
+@pytest.mark.spark
+def test_a_spark_bulk_insert_checks_empty_keys_of_a_column_that_cannot_be_null(spark: Any, tmp_path: Path) -> None:
+    """Spark's schema says the key cannot be null: an empty text key is still no key."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=spark, record_key="tenant", ordering_field="ts", schema=SCHEMA)
+    schema = StructType([StructField("tenant", StringType(), False), StructField("code", LongType(), True),
+                         StructField("ts", LongType(), False), StructField("v", StringType(), True)])
+    with pytest.raises(NullRecordKeyError) as info:
+        table.bulk_insert(spark.createDataFrame([("a", 1, 1, "x"), ("", 2, 1, "y")], schema))
+    assert info.value.count == 1
+    assert not [i for i in table.timeline() if i.action.value == "commit"]
