@@ -451,18 +451,56 @@ def test_the_cli_finishes_a_rollback_a_full_disk_interrupted(
 
 
 def test_the_cli_clean_takes_hudi_0x_keys_beside_its_flags(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shutil
+
     import pyarrow as pa
 
     import tidemark
     from tidemark.cli.main import main
 
-    path = str(tmp_path / "t")
-    table = tidemark.Table.create(path, spark=None, record_key="id", options={"hoodie.clean.automatic": "false"})
-    for i in range(4):
+    path, reference = str(tmp_path / "t"), str(tmp_path / "reference")
+    options = {"hoodie.clean.automatic": "false", "hoodie.parquet.small.file.limit": "0"}
+    table = tidemark.Table.create(path, spark=None, record_key="id", options=options)
+    for i in range(6):
         table.upsert(pa.table({"id": ["a", "b"], "v": [i, i]}))
+    shutil.copytree(path, reference)
+
+    def base_files(root: str) -> set[str]:
+        return {name for folder, _, names in os.walk(root) for name in names
+                if name.endswith(".parquet") and ".hoodie" not in folder}
+
     # --policy and --retain win over the same options given under their old names.
     code = main(["clean", path, "--options", "hoodie.cleaner.policy=keep_latest_file_versions",
-                 "hoodie.cleaner.commits.retained=3", "--policy", "commits", "--retain", "1"])
+                 "hoodie.cleaner.fileversions.retained=4", "--policy", "commits", "--retain", "1"])
     out = capsys.readouterr().out
     assert code == 0, out
+    tidemark.Table.open(reference, spark=None, options={
+        "hoodie.clean.policy": "KEEP_LATEST_COMMITS", "hoodie.clean.commits.retained": "1"}).clean()
+    assert base_files(path) == base_files(reference)
+    assert len(base_files(path)) == 2  # the old options' four versions were not kept
+    # Two values for one option under its two names are refused.
+    code = main(["clean", path, "--options", "hoodie.cleaner.policy=KEEP_LATEST_FILE_VERSIONS",
+                 "hoodie.clean.policy=KEEP_LATEST_COMMITS"])
+    assert code != 0 and "given twice" in capsys.readouterr().err
     assert tidemark.Table.open(path, spark=None).read().num_rows == 2
+
+
+def test_a_creator_that_claims_a_folder_another_finished_creating_meanwhile_is_refused(tmp_path: Path) -> None:
+    """The folder was empty when this creator looked, and another one created a table and gave its
+    claim up before this one claimed: the claim is given up again, the table is left as it is."""
+    import pyarrow as pa
+
+    import tidemark
+    from tidemark.errors import TableExistsError
+    from tidemark.storage import LocalStorage
+    from tidemark.write.table_setup import CREATION_CLAIM, _claim_creation
+
+    path = str(tmp_path / "t")
+    table = tidemark.Table.create(path, spark=None, record_key="id")
+    table.bulk_insert(pa.table({"id": ["a"]}))
+    storage = LocalStorage(path)
+    assert not storage.exists(CREATION_CLAIM)  # a finished creation leaves no claim
+    with pytest.raises(TableExistsError, match="already exists"):
+        _claim_creation(storage, path)
+    assert not storage.exists(CREATION_CLAIM)
+    assert hudi_rs_read(path).num_rows == 1

@@ -23,7 +23,7 @@ from tidemark.cli.output import (
 )
 from tidemark.cli.timeline import Liveness, describe, liveness, policy_of
 from tidemark.concurrency.heartbeat import now_ms
-from tidemark.config.options import ALTERNATIVE_KEYS
+from tidemark.config import validate_keys
 from tidemark.recovery.clean import CleanResult
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.services.archive import ArchiveResult
@@ -260,8 +260,9 @@ def _rollback_all_pending(table: Table) -> list[RollbackResult]:
 
 
 def run(args: argparse.Namespace, ui: Ui) -> int:
-    # --policy / --retain win over --options, given under Hudi 0.x's names or 1.x's.
-    given = {**{ALTERNATIVE_KEYS.get(k, k): v for k, v in option_pairs(args.options).items()}, **_policy_options(args)}
+    # --policy / --retain win over --options, given under Hudi 0.x's names or 1.x's (validate_keys
+    # puts each under its option's key, refusing one given under both with two values).
+    given = {**validate_keys(option_pairs(args.options)), **_policy_options(args)}
     options = with_recorded_writer_settings(args.path, given, storage_options(args))
     # The mode decides what clean means: heartbeat-checked (multi-writer) or everything. A table
     # that records its writers' settings is cleaned with them (their lock), --all-pending too.

@@ -56,7 +56,7 @@ def run_after_write(
                 if isinstance(failure, StorageError):
                     raise StorageError(f"{done}; its inline compaction did not: {failure}", uri=failure.uri) \
                         from failure
-                failure.add_note(f"{done} before its inline compaction failed: do not write it again")
+                log.error("%s before its inline compaction failed: do not write it again", done)
                 raise
             current = current.reload()
     try:

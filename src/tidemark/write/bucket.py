@@ -4,7 +4,8 @@
     file id      = "<bucket, 8 digits>-0000-0000-0000-000000000000-0"   (new bucket)
 
 The hash is Hudi's (``BucketIdentifier``: Java ``List<String>.hashCode`` of the
-hash-field values, as they appear in the record key), so real Hudi writers put a
+hash-field values, as it reads them back from the record key: a null or empty part adds
+nothing), so real Hudi writers put a
 key in the same bucket. A bucket's file group is found by listing the
 partition's latest file groups (file ids start with the 8-digit bucket number);
 a bucket seen for the first time gets the fixed-suffix id above, so two writers
@@ -25,7 +26,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.errors import ConfigError
-from tidemark.format.record_key import key_part
 
 _BUCKET_ID = re.compile(r"^(\d{8})-")
 _FIXED_SUFFIX = "-0000-0000-0000-000000000000-0"
@@ -154,10 +154,12 @@ class BucketAssignment:
 
 
 def hash_field_texts(table: pa.Table, spec: BucketSpec) -> list[pa.Array | pa.ChunkedArray]:
-    """The text of each hash field, as it appears in the record key (format/record_key.py)."""
+    """The text of each hash field, as Hudi's ``BucketIdentifier`` reads it back from the record
+    key: a part written ``__null__`` or ``__empty__`` is read as null or empty, and either adds
+    nothing to the hash (format/record_key.py); so both are hashed as empty text here."""
     texts = []
     for name in spec.hash_fields:
         column = table.column(name)
         text = pc.if_else(column, "true", "false") if pa.types.is_boolean(column.type) else pc.cast(column, pa.string())
-        texts.append(key_part(text) if len(spec.record_key_fields) > 1 else text)
+        texts.append(pc.fill_null(text, "") if len(spec.record_key_fields) > 1 else text)
     return texts

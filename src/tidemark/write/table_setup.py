@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -135,9 +136,7 @@ def create_table(
     settings = WriterSettings.of(write_config.concurrency_mode, write_config.lock, storage.base_path)
     settings = settings.with_table_defaults({"hoodie.table.name": config.name}, storage.base_path)
     config = replace(config, extra={**config.extra, **settings.to_properties()})
-    # One creator at a time: only the process that made the claim writes (and, failing, removes) the table.
-    if storage.create_if_absent(CREATION_CLAIM) is not CreateOutcome.CREATED:
-        raise TableExistsError(path, "another process is creating a table there")
+    _claim_creation(storage, path)
     try:
         config = _write_table_files(storage, config, metadata=write_config.metadata_enable)
     except BaseException as failure:
@@ -188,6 +187,30 @@ def _remove_unfinished(storage: Storage) -> bool:
 
 # Created (if absent) before a table's first file: the creation in progress is this process's.
 CREATION_CLAIM = f"{HOODIE_DIR}/.tidemark-creating"
+
+
+def _claim_creation(storage: Storage, path: str) -> None:
+    """Make this process the folder's one creator, or raise TableExistsError: the claim is
+    created only if absent (holding a token of this process's own, so that a put retried after
+    it landed is still recognised as ours), and a table another creator finished since the
+    folder was found empty is looked for once more under it."""
+    token = uuid.uuid4().hex.encode()
+    if storage.create_if_absent(CREATION_CLAIM, token) is not CreateOutcome.CREATED:
+        with contextlib.suppress(Exception):
+            if storage.read_bytes(CREATION_CLAIM) == token:
+                return _claimed_on_empty_folder(storage, path)
+        raise TableExistsError(
+            path, f"another process is creating a table there (if none is, one that stopped left "
+            f"{CREATION_CLAIM}: remove the folder's {HOODIE_DIR} and create the table again)")
+    _claimed_on_empty_folder(storage, path)
+
+
+def _claimed_on_empty_folder(storage: Storage, path: str) -> None:
+    """Under a claim just made: refuse (and give the claim up) if a creator finished meanwhile."""
+    if storage.exists(PROPERTIES_PATH):
+        with contextlib.suppress(Exception):
+            storage.delete(CREATION_CLAIM)
+        raise TableExistsError(path, "a table already exists there; use Table.open")
 
 
 def open_table(

@@ -141,6 +141,7 @@ def open_or_create(table_class: Any, path: str, datasource: Mapping[str, str], t
     refuses a mismatch too).
     """
     from tidemark.format.properties import PROPERTIES_PATH
+    from tidemark.write.table_setup import CREATION_CLAIM
 
     Table = table_class  # noqa: N806 - the class
 
@@ -159,11 +160,11 @@ def open_or_create(table_class: Any, path: str, datasource: Mapping[str, str], t
                                 ordering_field=ordering or None, table_type=table_type,
                                 options=table_options, schema=schema)
         except TableExistsError:
-            # Another writer created it first (or is creating it: a creation takes well under a
-            # second): write into theirs.
+            # Another writer created it first, or is creating it (its claim is there; a creation
+            # takes well under a second): write into theirs.
             deadline = time.monotonic() + CREATION_WAIT_SECONDS
             while not os.path.exists(os.path.join(path, PROPERTIES_PATH)):
-                if time.monotonic() > deadline:
+                if not os.path.exists(os.path.join(path, CREATION_CLAIM)) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.05)
     table = Table.open(path, spark=None, options=table_options)
