@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark.errors import ConfigError
+from tidemark.format.record_key import value_text
 
 _BUCKET_ID = re.compile(r"^(\d{8})-")
 _FIXED_SUFFIX = "-0000-0000-0000-000000000000-0"
@@ -160,6 +161,8 @@ def hash_field_texts(table: pa.Table, spec: BucketSpec) -> list[pa.Array | pa.Ch
     texts = []
     for name in spec.hash_fields:
         column = table.column(name)
-        text = pc.if_else(column, "true", "false") if pa.types.is_boolean(column.type) else pc.cast(column, pa.string())
+        special = value_text(column)  # timestamps, floating point: as in the key (format/record_key.py)
+        text = pc.if_else(column, "true", "false") if pa.types.is_boolean(column.type) else \
+            special if special is not None else pc.cast(column, pa.string())
         texts.append(pc.fill_null(text, "") if len(spec.record_key_fields) > 1 else text)
     return texts

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 from tidemark.engines.arrow.take import even_slices
 from tidemark.format.names import DEFAULT_PARTITION, PARTITION_PATH, RECORD_KEY
 from tidemark.format.partition_path import escape_value
-from tidemark.format.record_key import key_part, missing_key_value
+from tidemark.format.record_key import key_part, missing_key_value, value_text
 
 # Keys cast to text on every core once a batch has this many rows per core: pyarrow's cast
 # runs on one thread, and it comes before any file of the write can start (1M integers: 17 ms).
@@ -22,10 +22,14 @@ PARALLEL_CAST_ROWS = 256 * 1024
 
 
 def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A key field's values as key text (format/record_key.py)."""
     if pa.types.is_boolean(column.type):
         return pc.if_else(column, "true", "false")
     if pa.types.is_string(column.type):
         return column
+    special = value_text(column)  # timestamps, floating point
+    if special is not None:
+        return special
     pieces = min(os.cpu_count() or 1, len(column) // PARALLEL_CAST_ROWS)
     if pieces < 2:
         return pc.cast(column, pa.string())
@@ -173,8 +177,9 @@ def may_hold_byte(text: pa.ChunkedArray | pa.Array, byte: int) -> bool:
 def text_matches_spark(field_type: pa.DataType) -> bool:
     """Whether Arrow's text form of a value of this type equals Spark's ``cast(x as string)``.
 
-    True for integers and strings; floats, decimals and timestamps are written differently
-    (``1e+10`` vs ``1.0E10``), so keys of those types must come from Spark's expressions.
+    True for integers and strings. Keys of the other types come from Spark's expressions, which
+    define their text for a Spark write: Arrow's text of floats is the shortest digits, which a
+    JVM before Java 19 does not always give, and decimals' and timestamps' are not worth the risk.
     """
     return pa.types.is_integer(field_type) or pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
 

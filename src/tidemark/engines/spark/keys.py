@@ -26,13 +26,27 @@ from tidemark.write.validate import ambiguous_key_error
 # Each is SQL text parsed once (see :mod:`.expressions`); the functions returning a Column wrap it.
 
 
-def record_key_sql(fields: Sequence[str]) -> str:
-    """Each row's ``_hoodie_record_key`` (format/record_key.py)."""
+def value_text_sql(field: str, timestamp: bool = False) -> str:
+    """A key field's values as key text (format/record_key.py). Spark's cast gives Java's text for
+    doubles and floats; a ``timestamp`` field's text is its microseconds since the epoch (of a
+    timestamp without a zone, of its wall-clock time read as UTC), never the session's time zone."""
+    column = name(field)
+    if not timestamp:
+        return f"CAST({column} AS STRING)"
+    wall_clock_as_utc = (f"make_timestamp(year({column}), month({column}), day({column}), hour({column}), "
+                         f"minute({column}), date_part('SECOND', {column}), 'UTC')")
+    return (f"CAST(CASE WHEN typeof({column}) = 'timestamp_ntz' THEN unix_micros({wall_clock_as_utc}) "
+            f"ELSE unix_micros(CAST({column} AS TIMESTAMP)) END AS STRING)")
+
+
+def record_key_sql(fields: Sequence[str], timestamps: Sequence[str] = ()) -> str:
+    """Each row's ``_hoodie_record_key`` (format/record_key.py); ``timestamps``: the fields that
+    are timestamps."""
     if len(fields) == 1:
-        return f"CAST({name(fields[0])} AS STRING)"
+        return value_text_sql(fields[0], fields[0] in timestamps)
     parts = []
     for field in fields:
-        text = f"CAST({name(field)} AS STRING)"
+        text = value_text_sql(field, field in timestamps)
         part = (f"CASE WHEN {text} IS NULL THEN {sql_text(NULL_KEY_PART)} WHEN {text} = '' "
                 f"THEN {sql_text(EMPTY_KEY_PART)} ELSE {text} END")
         parts.append(f"concat({sql_text(f'{field}:')}, {part})")

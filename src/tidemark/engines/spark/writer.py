@@ -176,7 +176,8 @@ class SparkWritePipeline:
                 df = df.withColumns(aligned)
             columns = list(self.user_schema.names)
         # The columns and the keys in one projection of SQL text (see engines/spark/expressions.py).
-        keys = [f"{record_key_sql(layout.record_key_fields)} AS {name(RECORD_KEY)}"]
+        timestamps = [f.name for f in self.user_schema if pa.types.is_timestamp(f.type)]
+        keys = [f"{record_key_sql(layout.record_key_fields, timestamps)} AS {name(RECORD_KEY)}"]
         if all(c in columns for c in layout.partition_fields):
             path = partition_path_sql(
                 layout.partition_fields, hive_style=layout.hive_style, url_encode=layout.url_encode)
