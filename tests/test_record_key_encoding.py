@@ -136,15 +136,13 @@ def test_a_spark_bulk_insert_checks_empty_keys_of_a_column_that_cannot_be_null(s
 
 _TYPED_KEYS = {
     # key type: (Arrow type, Spark DDL type, values, their key text)
-    "timestamp": (pa.timestamp("us", tz="UTC"), "timestamp",
+    "timestamp": (pa.timestamp("us", tz="UTC"), "timestamp_ltz",
                   [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
                    dt.datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc)],
                   ["1704067200000000", "-1"]),
     "timestamp_ntz": (pa.timestamp("us"), "timestamp_ntz",
                       [dt.datetime(2024, 3, 10, 2, 30), dt.datetime(2024, 5, 6, 7, 8, 9, 123456)],
                       ["1710037800000000", "1714979289123456"]),
-    "double": (pa.float64(), "double", [1.0, 1e10, 1.5e-5, -0.25], ["1.0", "1.0E10", "1.5E-5", "-0.25"]),
-    "float": (pa.float32(), "float", [0.1, 3.0], ["0.1", "3.0"]),
     "date": (pa.date32(), "date", [dt.date(2024, 1, 2), dt.date(1969, 12, 31)], ["2024-01-02", "1969-12-31"]),
     "decimal": (pa.decimal128(10, 2), "decimal(10,2)", [decimal.Decimal("12.30"), decimal.Decimal("-0.05")],
                 ["12.30", "-0.05"]),
@@ -157,7 +155,8 @@ def test_both_engines_write_one_key_text_for_every_key_type_in_any_session_time_
     spark: Any, tmp_path: Path, key_type: str
 ) -> None:
     """Hudi's text of each type (format/record_key.py): written by the Arrow engine, then by the
-    Spark engine in a session whose time zone is not UTC, the records are updated, not added."""
+    Spark engine in a session whose time zone is not UTC (and whose default timestamp type is
+    TIMESTAMP_NTZ), the records are updated, not added."""
     arrow_type, spark_type, values, texts = _TYPED_KEYS[key_type]
     # hudi-rs (0.x) cannot read zone-less timestamps at all (tests/test_input_safety.py): tidemark reads those.
     keys = _keys if arrow_type != pa.timestamp("us") else _tidemark_keys
@@ -166,16 +165,37 @@ def test_both_engines_write_one_key_text_for_every_key_type_in_any_session_time_
     tidemark.Table.create(path, spark=None, record_key="k", schema=schema)
     tidemark.Table.open(path, spark=None).bulk_insert(pa.table({"k": values, "v": ["arrow"] * len(values)}, schema))
     assert sorted(keys(tmp_path / "t")) == sorted(texts)
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    settings = {"spark.sql.session.timeZone": "America/New_York", "spark.sql.timestampType": "TIMESTAMP_NTZ"}
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
     try:
         frame = spark.createDataFrame([(value, "spark") for value in values], f"k {spark_type}, v string")
         tidemark.Table.open(path, spark=spark).upsert(frame)
     finally:
-        spark.conf.set("spark.sql.session.timeZone", zone)
+        for key, value in before.items():
+            spark.conf.unset(key) if value is None else spark.conf.set(key, value)
     assert keys(tmp_path / "t") == dict.fromkeys(texts, "spark")
 
 
 def _tidemark_keys(path: Path) -> dict[str, str]:
     read = tidemark.Table.open(str(path), spark=None).read()
     return dict(zip(read.column(RECORD_KEY).to_pylist(), read.column("v").to_pylist(), strict=True))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ["arrow", "spark"])
+def test_a_floating_point_key_is_refused(spark: Any, tmp_path: Path, engine: str) -> None:
+    """Java's text of a double (Hudi's and Spark's key) changed with Java 19 and is not Arrow's:
+    one record would be stored under two keys."""
+    from tidemark.errors import InvalidRecordKeyError
+
+    schema = pa.schema([("k", pa.float64()), ("v", pa.string())])
+    with pytest.raises(InvalidRecordKeyError, match="floating point"):
+        tidemark.Table.create(str(tmp_path / "declared"), spark=None, record_key="k", schema=schema)
+    path = tmp_path / "t"
+    table = tidemark.Table.create(str(path), spark=spark if engine == "spark" else None, record_key="k")
+    rows = pa.table({"k": [1.5, 2.0], "v": ["a", "b"]}, schema)
+    with pytest.raises(InvalidRecordKeyError, match="floating point"):
+        table.upsert(spark.createDataFrame(rows.to_pandas()) if engine == "spark" else rows)
+    assert not [i for i in table.timeline() if i.action.value == "commit"]

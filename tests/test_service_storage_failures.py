@@ -504,3 +504,15 @@ def test_a_creator_that_claims_a_folder_another_finished_creating_meanwhile_is_r
         _claim_creation(storage, path)
     assert not storage.exists(CREATION_CLAIM)
     assert hudi_rs_read(path).num_rows == 1
+
+
+def test_a_creation_a_killed_process_left_is_named_by_the_next_create(tmp_path: Path) -> None:
+    import tidemark
+    from tidemark.errors import TableExistsError
+    from tidemark.write.table_setup import CREATION_CLAIM
+
+    path = tmp_path / "t"
+    (path / ".hoodie").mkdir(parents=True)
+    (path / CREATION_CLAIM).write_bytes(b"a killed creator's")
+    with pytest.raises(TableExistsError, match="remove the folder's .hoodie"):
+        tidemark.Table.create(str(path), spark=None, record_key="id")

@@ -6,19 +6,16 @@
 
 A value's text is Hudi's for its Avro type (``HoodieAvroUtils``, its default settings): a
 timestamp is its count of microseconds since the epoch (of a timestamp without a zone, its
-wall-clock time read as UTC), a double or float Java's ``Double.toString`` / ``Float.toString``
-(``1.0``, ``1.0E10``), a date ``2024-01-02``, a decimal its plain digits, a boolean
-``true``/``false``. Writers that disagree on this text store one record twice: it is the key
-every writer of the table (Hudi's, tidemark's engines) matches records by, and the bucket index
-hashes its parts.
+wall-clock time read as UTC), a date ``2024-01-02``, a decimal its plain digits, a boolean
+``true``/``false``. Floating-point key fields are refused (``write/validate.py``): Java's text of
+them (Hudi's, Spark's) changed with Java 19 and differs from Arrow's.
+
+Writers that disagree on this text store one record twice: it is the key every writer of the
+table (Hudi's, tidemark's engines) matches records by, and the bucket index hashes its parts.
 """
 
 from __future__ import annotations
 
-import decimal
-import math
-
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -27,45 +24,13 @@ EMPTY_KEY_PART = "__empty__"
 
 
 def value_text(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray | None:
-    """The key text of a column of the types whose text needs more than a cast (timestamps,
-    floating point), or None for the others (their cast to string is their key text)."""
+    """The key text of a timestamp column (microseconds since the epoch), or None for the other
+    types (their cast to string is their key text)."""
     kind = column.type
-    if pa.types.is_timestamp(kind):
-        micros = pc.cast(column, pa.timestamp("us", tz=kind.tz))
-        return pc.cast(pc.cast(micros, pa.int64()), pa.string())
-    if pa.types.is_floating(kind):
-        single = pa.types.is_float32(kind) or pa.types.is_float16(kind)
-        values = column.to_numpy(zero_copy_only=False) if isinstance(column, pa.Array) else \
-            column.combine_chunks().to_numpy(zero_copy_only=False)
-        nulls = pc.is_null(column).to_numpy(zero_copy_only=False) if column.null_count else None
-        texts = [None if nulls is not None and nulls[i] else java_float_text(float(v), single=single)
-                 for i, v in enumerate(values)]
-        return pa.array(texts, pa.string())
-    return None
-
-
-def java_float_text(value: float, *, single: bool = False) -> str:
-    """Java's ``Double.toString`` (``Float.toString`` for a ``single``-precision value) of
-    ``value``: the shortest digits that read back as it (as Java 19 and later give them),
-    ``ddd.ddd`` from 10^-3 up to 10^7, else ``d.dddE<exponent>``; ``NaN``, ``Infinity``."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    sign = "-" if math.copysign(1.0, value) < 0 else ""
-    if value == 0:
-        return f"{sign}0.0"
-    shortest = str(np.float32(value)) if single else repr(value)
-    digits_tuple = decimal.Decimal(shortest).as_tuple()
-    digits = "".join(map(str, digits_tuple.digits))
-    exponent = int(digits_tuple.exponent) + len(digits) - 1  # of the first digit
-    digits = digits.rstrip("0") or "0"
-    if 1e-3 <= abs(value) < 1e7:
-        if exponent >= 0:
-            whole = digits[:exponent + 1].ljust(exponent + 1, "0")
-            return f"{sign}{whole}.{digits[exponent + 1:] or '0'}"
-        return f"{sign}0.{'0' * (-exponent - 1)}{digits}"
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
+    if not pa.types.is_timestamp(kind):
+        return None
+    micros = pc.cast(column, pa.timestamp("us", tz=kind.tz))
+    return pc.cast(pc.cast(micros, pa.int64()), pa.string())
 
 
 def key_part(text: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
@@ -86,4 +51,4 @@ def missing_key_value(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chunk
     return nulls  # other types' text is never empty
 
 
-__all__ = ["EMPTY_KEY_PART", "NULL_KEY_PART", "java_float_text", "key_part", "missing_key_value", "value_text"]
+__all__ = ["EMPTY_KEY_PART", "NULL_KEY_PART", "key_part", "missing_key_value", "value_text"]

@@ -94,6 +94,8 @@ def create_table(
         verify_conditional_writes(storage)  # before anything: commits need put-if-absent
     if local and storage.exists("") and not os.path.isdir(storage.base_path):
         raise TableExistsError(path, "it is a file")
+    if storage.exists(CREATION_CLAIM):
+        raise _creating_elsewhere(path)
     if storage.exists("") and not storage.is_empty_dir(""):
         raise TableExistsError(path, "the folder is not empty; choose a new or empty folder")
     arrow_schema = to_arrow(schema)
@@ -178,6 +180,9 @@ def _remove_unfinished(storage: Storage) -> bool:
     says why); whether the folder is empty again."""
     with contextlib.suppress(Exception):
         if not storage.exists(PROPERTIES_PATH):
+            # The claim goes last: until then no other creator can start writing here.
+            for folder in (f"{HOODIE_DIR}/metadata", TIMELINE_DIR, TEMP_DIR):
+                storage.delete_tree(folder)
             storage.delete_tree(HOODIE_DIR)
     try:
         return not storage.exists("") or storage.is_empty_dir("")
@@ -199,10 +204,14 @@ def _claim_creation(storage: Storage, path: str) -> None:
         with contextlib.suppress(Exception):
             if storage.read_bytes(CREATION_CLAIM) == token:
                 return _claimed_on_empty_folder(storage, path)
-        raise TableExistsError(
-            path, f"another process is creating a table there (if none is, one that stopped left "
-            f"{CREATION_CLAIM}: remove the folder's {HOODIE_DIR} and create the table again)")
+        raise _creating_elsewhere(path)
     _claimed_on_empty_folder(storage, path)
+
+
+def _creating_elsewhere(path: str) -> TableExistsError:
+    return TableExistsError(path, f"another process is creating a table there (if none is, one that "
+                                  f"stopped left {CREATION_CLAIM}: remove the folder's {HOODIE_DIR} and "
+                                  "create the table again)")
 
 
 def _claimed_on_empty_folder(storage: Storage, path: str) -> None:

@@ -56,6 +56,15 @@ def check_key_types(schema: pa.Schema, record_key_fields: Sequence[str], partiti
                 f"its type {schema.field(name).type} cannot be a record key; use a string, integer, date or "
                 "timestamp column (or several of them)",
             )
+        if name in schema.names and pa.types.is_floating(schema.field(name).type):
+            # Java's text of a double (Hudi's and Spark's key) changed with Java 19 and is not Arrow's:
+            # the same record would get two keys, one per writer (format/record_key.py).
+            raise InvalidRecordKeyError(
+                name,
+                f"its type {schema.field(name).type} (floating point) cannot be a record key: writers on "
+                "different JVMs and engines write its value as different text, and a record would be stored "
+                "twice; use a decimal, integer or string column",
+            )
     for name in partition_fields:
         if name in schema.names and _nested(schema.field(name).type):
             raise InvalidPartitionValueError(

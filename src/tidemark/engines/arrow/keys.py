@@ -23,13 +23,16 @@ PARALLEL_CAST_ROWS = 256 * 1024
 
 def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A key field's values as key text (format/record_key.py)."""
+    special = value_text(column)  # timestamps
+    return special if special is not None else _cast_text(column)
+
+
+def _cast_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """Values as text by Arrow's cast (a partition folder's value; most types' key text)."""
     if pa.types.is_boolean(column.type):
         return pc.if_else(column, "true", "false")
     if pa.types.is_string(column.type):
         return column
-    special = value_text(column)  # timestamps, floating point
-    if special is not None:
-        return special
     pieces = min(os.cpu_count() or 1, len(column) // PARALLEL_CAST_ROWS)
     if pieces < 2:
         return pc.cast(column, pa.string())
@@ -101,7 +104,7 @@ def _field_folders(column: pa.ChunkedArray | pa.Array, name: str, *, hive_style:
     if pa.types.is_dictionary(array.type):
         array = array.cast(array.type.value_type)
     encoded = array.dictionary_encode()  # a null value has a null index
-    texts: list[str | None] = _as_text(encoded.dictionary).to_pylist()
+    texts: list[str | None] = _cast_text(encoded.dictionary).to_pylist()
     folders = [t or DEFAULT_PARTITION for t in texts]
     if encoded.indices.null_count:
         folders.append(DEFAULT_PARTITION)  # the code of the null values

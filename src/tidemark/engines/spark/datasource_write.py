@@ -58,8 +58,10 @@ _CANONICAL = {k.lower(): k for k in (*OPTIONS_BY_KEY, *ALTERNATIVE_KEYS, *_DATAS
 _SPARK_KEYS = {"path", "checkpointlocation"}
 _KEY_GENERATORS = {"simplekeygenerator", "complexkeygenerator", "nonpartitionedkeygenerator"}
 STAGING_PREFIX = "datasource-"
-# How long a write into a new table waits for another writer creating that table to finish.
+# How long a write into a new table waits for another writer creating that table to finish, and
+# for another writer's creation claim to appear.
 CREATION_WAIT_SECONDS = 30.0
+CLAIM_GRACE_SECONDS = 1.0
 
 
 def _names(value: str | None) -> tuple[str, ...]:
@@ -160,13 +162,9 @@ def open_or_create(table_class: Any, path: str, datasource: Mapping[str, str], t
                                 ordering_field=ordering or None, table_type=table_type,
                                 options=table_options, schema=schema)
         except TableExistsError:
-            # Another writer created it first, or is creating it (its claim is there; a creation
-            # takes well under a second): write into theirs.
-            deadline = time.monotonic() + CREATION_WAIT_SECONDS
-            while not os.path.exists(os.path.join(path, PROPERTIES_PATH)):
-                if not os.path.exists(os.path.join(path, CREATION_CLAIM)) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.05)
+            # Another writer created it first, or is creating it: write into theirs once it is there.
+            if not _table_created_by_another(path, PROPERTIES_PATH, CREATION_CLAIM):
+                raise
     table = Table.open(path, spark=None, options=table_options)
     cfg = table.config
     for key, given, stored in ((RECORD_KEY, keys, cfg.record_key_fields),
@@ -177,6 +175,24 @@ def open_or_create(table_class: Any, path: str, datasource: Mapping[str, str], t
                 "the table is created", key=key,
             )
     return table
+
+
+def _table_created_by_another(path: str, properties: str, claim: str) -> bool:
+    """Whether another process created the table at ``path``, waiting while it may be creating
+    it: while its creation claim is there and fresh (a creation takes well under a second; an
+    older claim is one a killed creator left), and a moment for a claim to appear (it is written
+    before it is named)."""
+    started = time.monotonic()
+    while not os.path.exists(os.path.join(path, properties)):
+        waited = time.monotonic() - started
+        try:
+            creating = time.time() - os.path.getmtime(os.path.join(path, claim)) < CREATION_WAIT_SECONDS
+        except OSError:
+            creating = False
+        if waited > CREATION_WAIT_SECONDS or (not creating and waited > CLAIM_GRACE_SECONDS):
+            return os.path.exists(os.path.join(path, properties))  # it may have finished between the looks
+        time.sleep(0.05)
+    return True
 
 
 def plan_write(table_class: Any, options: Mapping[str, str], spark_schema: Any, overwrite: bool) -> WriteRequest:

@@ -11,7 +11,8 @@ The Arrow engine (:mod:`tidemark.engines.arrow.keys`) computes the same text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -26,35 +27,43 @@ from tidemark.write.validate import ambiguous_key_error
 # Each is SQL text parsed once (see :mod:`.expressions`); the functions returning a Column wrap it.
 
 
-def value_text_sql(field: str, timestamp: bool = False) -> str:
-    """A key field's values as key text (format/record_key.py). Spark's cast gives Java's text for
-    doubles and floats; a ``timestamp`` field's text is its microseconds since the epoch (of a
-    timestamp without a zone, of its wall-clock time read as UTC), never the session's time zone."""
+def value_text_sql(field: str, timestamp: str | None = None) -> str:
+    """A key field's values as key text (format/record_key.py); ``timestamp``: ``"ltz"`` for a
+    TIMESTAMP field (its instant's microseconds since the epoch), ``"ntz"`` for TIMESTAMP_NTZ (its
+    wall-clock time read as UTC), never by the session's time zone (nor its default type)."""
     column = name(field)
-    if not timestamp:
-        return f"CAST({column} AS STRING)"
-    wall_clock_as_utc = (f"make_timestamp(year({column}), month({column}), day({column}), hour({column}), "
-                         f"minute({column}), date_part('SECOND', {column}), 'UTC')")
-    return (f"CAST(CASE WHEN typeof({column}) = 'timestamp_ntz' THEN unix_micros({wall_clock_as_utc}) "
-            f"ELSE unix_micros(CAST({column} AS TIMESTAMP)) END AS STRING)")
+    if timestamp == "ltz":
+        return f"CAST(unix_micros({column}) AS STRING)"
+    if timestamp == "ntz":
+        wall_clock_as_utc = (f"make_timestamp_ltz(year({column}), month({column}), day({column}), "
+                             f"hour({column}), minute({column}), date_part('SECOND', {column}), 'UTC')")
+        return f"CAST(unix_micros({wall_clock_as_utc}) AS STRING)"
+    return f"CAST({column} AS STRING)"
 
 
-def record_key_sql(fields: Sequence[str], timestamps: Sequence[str] = ()) -> str:
-    """Each row's ``_hoodie_record_key`` (format/record_key.py); ``timestamps``: the fields that
-    are timestamps."""
+def record_key_sql(fields: Sequence[str], timestamps: Mapping[str, str] | None = None) -> str:
+    """Each row's ``_hoodie_record_key`` (format/record_key.py); ``timestamps``: the timestamp
+    fields among them, each ``"ltz"`` or ``"ntz"`` (its Spark type)."""
+    kinds = timestamps or {}
     if len(fields) == 1:
-        return value_text_sql(fields[0], fields[0] in timestamps)
+        return value_text_sql(fields[0], kinds.get(fields[0]))
     parts = []
     for field in fields:
-        text = value_text_sql(field, field in timestamps)
+        text = value_text_sql(field, kinds.get(field))
         part = (f"CASE WHEN {text} IS NULL THEN {sql_text(NULL_KEY_PART)} WHEN {text} = '' "
                 f"THEN {sql_text(EMPTY_KEY_PART)} ELSE {text} END")
         parts.append(f"concat({sql_text(f'{field}:')}, {part})")
     return f"concat_ws(',', {', '.join(parts)})"
 
 
-def record_key_column(fields: Sequence[str]) -> Column:
-    return F.expr(record_key_sql(fields))
+def timestamp_kinds(schema: Any, fields: Sequence[str]) -> dict[str, str]:
+    """``"ltz"`` / ``"ntz"`` for each of ``fields`` that is a timestamp in the Spark ``schema``."""
+    kinds = {}
+    for field in fields:
+        type_name = schema[field].dataType.typeName() if field in schema.fieldNames() else ""
+        if type_name in ("timestamp", "timestamp_ntz"):
+            kinds[field] = "ntz" if type_name == "timestamp_ntz" else "ltz"
+    return kinds
 
 
 def null_key_sql(fields: Sequence[str]) -> str:

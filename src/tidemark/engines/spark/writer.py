@@ -54,6 +54,7 @@ from tidemark.engines.spark.group_writes import file_group_writes
 from tidemark.engines.spark.keys import (
     partition_path_sql,
     record_key_sql,
+    timestamp_kinds,
 )
 from tidemark.engines.spark.object_files import read_columns_of
 from tidemark.engines.spark.observed import (
@@ -176,7 +177,10 @@ class SparkWritePipeline:
                 df = df.withColumns(aligned)
             columns = list(self.user_schema.names)
         # The columns and the keys in one projection of SQL text (see engines/spark/expressions.py).
-        timestamps = [f.name for f in self.user_schema if pa.types.is_timestamp(f.type)]
+        # A timestamp key field's text depends on its Spark type: read from the DataFrame (one more
+        # analysis) only for a table that has one.
+        timestamps = timestamp_kinds(df.schema, layout.record_key_fields) if any(
+            f.name in layout.record_key_fields and pa.types.is_timestamp(f.type) for f in self.user_schema) else {}
         keys = [f"{record_key_sql(layout.record_key_fields, timestamps)} AS {name(RECORD_KEY)}"]
         if all(c in columns for c in layout.partition_fields):
             path = partition_path_sql(
