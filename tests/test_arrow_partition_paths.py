@@ -158,4 +158,5 @@ def test_keys_cast_to_text_on_threads_equal_one_cast(monkeypatch: pytest.MonkeyP
     assert text.type == pa.string()
     assert text.to_pylist() == pc.cast(array, pa.string()).to_pylist()
     composite = keys.record_key_array(table.append_column("j", array), ["k", "j"]).to_pylist()
-    assert composite == [None if v is None else f"k:{v},j:{v}" for v in pc.cast(array, pa.string()).to_pylist()]
+    texts = ["__null__" if v is None else v for v in pc.cast(array, pa.string()).to_pylist()]  # format/record_key.py
+    assert composite == [f"k:{v},j:{v}" for v in texts]

@@ -56,6 +56,10 @@ def record_key_sql(fields: Sequence[str], timestamps: Mapping[str, str] | None =
     return f"concat_ws(',', {', '.join(parts)})"
 
 
+def record_key_column(fields: Sequence[str], timestamps: Mapping[str, str] | None = None) -> Column:
+    return F.expr(record_key_sql(fields, timestamps))
+
+
 def timestamp_kinds(schema: Any, fields: Sequence[str]) -> dict[str, str]:
     """``"ltz"`` / ``"ntz"`` for each of ``fields`` that is a timestamp in the Spark ``schema``."""
     kinds = {}
