@@ -6,9 +6,10 @@
 
 A value's text is Hudi's for its Avro type (``HoodieAvroUtils``, its default settings): a
 timestamp is its count of microseconds since the epoch (of a timestamp without a zone, its
-wall-clock time read as UTC), a date ``2024-01-02``, a decimal its plain digits, a boolean
-``true``/``false``. Floating-point key fields are refused (``write/validate.py``): Java's text of
-them (Hudi's, Spark's) changed with Java 19 and differs from Arrow's.
+wall-clock time read as UTC), a date ``2024-01-02``, a decimal its plain digits (Hudi's own
+``BigDecimal`` text puts one under 10^-6 in E notation), a boolean ``true``/``false``.
+Floating-point key fields are refused (``write/validate.py``): Java's text of them (Hudi's,
+Spark's) changed with Java 19 and differs from Arrow's.
 
 Writers that disagree on this text store one record twice: it is the key every writer of the
 table (Hudi's, tidemark's engines) matches records by, and the bucket index hashes its parts.

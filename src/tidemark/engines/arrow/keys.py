@@ -181,8 +181,7 @@ def text_matches_spark(field_type: pa.DataType) -> bool:
     """Whether Arrow's text form of a value of this type equals Spark's ``cast(x as string)``.
 
     True for integers and strings. Keys of the other types come from Spark's expressions, which
-    define their text for a Spark write: Arrow's text of floats is the shortest digits, which a
-    JVM before Java 19 does not always give, and decimals' and timestamps' are not worth the risk.
+    define their text for a Spark write (a timestamp's by its Spark type, format/record_key.py).
     """
     return pa.types.is_integer(field_type) or pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
 
