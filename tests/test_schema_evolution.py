@@ -175,7 +175,7 @@ INCOMPATIBLE = {
     "text to number": ("b", pa.int64(), 5),
     "number to text": ("n", pa.string(), "5"),
     "struct to scalar": ("s", pa.int64(), 5),
-    "key type": ("id", pa.float64(), 1.0),
+    "key type": ("id", pa.string(), "1"),
     "ordering type": ("ts", pa.float64(), 1.0),
     "partition type": ("part", pa.int64(), 1),
 }
