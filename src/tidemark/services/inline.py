@@ -49,13 +49,13 @@ def run_after_write(
         from tidemark.services.compaction import delta_commits_since_last_compaction
 
         if delta_commits_since_last_compaction(current) >= config.compact_inline_max_delta_commits:
+            # Say the write committed when its compaction fails: written again, its inserts would be twice.
+            done = f"the write{f' {written.requested_time}' if written is not None else ''} completed"
             try:
                 compact()
-            except Exception as failure:  # say the write committed: written again, its inserts would be twice
-                done = f"the write{f' {written.requested_time}' if written is not None else ''} completed"
-                if isinstance(failure, StorageError):
-                    raise StorageError(f"{done}; its inline compaction did not: {failure}", uri=failure.uri) \
-                        from failure
+            except StorageError as failure:
+                raise StorageError(f"{done}; its inline compaction did not: {failure}", uri=failure.uri) from failure
+            except Exception:
                 log.error("%s before its inline compaction failed: do not write it again", done)
                 raise
             current = current.reload()

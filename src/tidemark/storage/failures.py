@@ -50,14 +50,20 @@ def storage_failure(storage: Storage, failure: OSError, work: str = "write") -> 
     return StorageError(message, uri=storage.base_path)
 
 
+def is_storage_failure(error: BaseException) -> bool:
+    """Whether ``error`` is a file system's failure to take a write (an ``OSError`` with one of
+    :data:`STORAGE_ERRNOS`)."""
+    return isinstance(error, OSError) and error.errno in STORAGE_ERRNOS
+
+
 @contextlib.contextmanager
 def storage_failures_typed(storage: Storage, work: str = "write") -> Iterator[None]:
-    """Raise a file system's failure to take a write (an ``OSError`` with one of
-    :data:`STORAGE_ERRNOS`) as :func:`storage_failure`'s StorageError; other errors pass."""
+    """Raise a file system's failure to take a write (:func:`is_storage_failure`) as
+    :func:`storage_failure`'s StorageError; other errors pass."""
     try:
         yield
     except OSError as failure:
-        if failure.errno not in STORAGE_ERRNOS:
+        if not is_storage_failure(failure):
             raise
         raise storage_failure(storage, failure, work) from failure
 
@@ -77,4 +83,5 @@ def storage_failures_typed_as(work: str) -> Callable[[F], F]:
     return decorate
 
 
-__all__ = ["STORAGE_ERRNOS", "storage_failure", "storage_failures_typed", "storage_failures_typed_as"]
+__all__ = ["STORAGE_ERRNOS", "is_storage_failure", "storage_failure", "storage_failures_typed",
+           "storage_failures_typed_as"]

@@ -42,7 +42,7 @@ from tidemark.merge import MergeConfig
 from tidemark.merge.config import format_column_groups
 from tidemark.read.table import open_properties
 from tidemark.storage import CreateOutcome, Storage
-from tidemark.storage.failures import STORAGE_ERRNOS
+from tidemark.storage.failures import is_storage_failure
 from tidemark.storage.location import open_storage
 from tidemark.write.bucket import BucketSpec
 from tidemark.write.nbcc import check_table_supports
@@ -143,7 +143,7 @@ def create_table(
         config = _write_table_files(storage, config, metadata=write_config.metadata_enable)
     except BaseException as failure:
         cleared = _remove_unfinished(storage)
-        if isinstance(failure, OSError) and failure.errno in STORAGE_ERRNOS:
+        if is_storage_failure(failure):
             left = "Nothing of it is left there" if cleared else f"Remove its {HOODIE_DIR} folder, which is left there"
             raise StorageError(
                 f"the table's storage failed while creating the table at {storage.base_path}: {failure}. {left}. "
@@ -200,12 +200,18 @@ def _claim_creation(storage: Storage, path: str) -> None:
     it landed is still recognised as ours), and a table another creator finished since the
     folder was found empty is looked for once more under it."""
     token = uuid.uuid4().hex.encode()
-    if storage.create_if_absent(CREATION_CLAIM, token) is not CreateOutcome.CREATED:
-        with contextlib.suppress(Exception):
-            if storage.read_bytes(CREATION_CLAIM) == token:
-                return _claimed_on_empty_folder(storage, path)
+    if storage.create_if_absent(CREATION_CLAIM, token) is not CreateOutcome.CREATED \
+            and not _holds(storage, CREATION_CLAIM, token):
         raise _creating_elsewhere(path)
     _claimed_on_empty_folder(storage, path)
+
+
+def _holds(storage: Storage, path: str, token: bytes) -> bool:
+    """Whether the file ``path`` holds ``token`` (False if it cannot be read)."""
+    try:
+        return storage.read_bytes(path) == token
+    except Exception:
+        return False
 
 
 def _creating_elsewhere(path: str) -> TableExistsError:
