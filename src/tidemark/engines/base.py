@@ -27,7 +27,7 @@ from tidemark.services.compaction import SliceRunner
 from tidemark.storage import Storage
 from tidemark.write.engine import TableLayout, WritePipelines
 
-__all__ = ["Engine", "missing_data_files", "typed_engine_errors"]
+__all__ = ["Engine", "missing_data_files", "read_failure_problem", "typed_engine_errors"]
 
 
 class Engine(Protocol):
@@ -69,6 +69,12 @@ class Engine(Protocol):
 
 # A parquet path in an engine's error message (a Spark job's FAILED_READ_FILE.FILE_NOT_EXIST).
 _PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
+# A Spark job's failure to read a file it was given (FAILED_READ_FILE.<hint>; a footer it could
+# not read), and the root cause its Java stack trace ends with.
+_READ_FAILURE = re.compile(r"\[FAILED_READ_FILE\.(\w+)\]|CANNOT_READ_FILE_FOOTER|Could not read footer")
+_CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
+# A URI or path in that cause: the error names the file itself.
+_NAMED_PATH = re.compile(r"\S*/\S+\.parquet:?\s*")
 
 
 def missing_data_files(failure: BaseException) -> tuple[str, ...]:
@@ -84,10 +90,24 @@ def missing_data_files(failure: BaseException) -> tuple[str, ...]:
     return (str(failure.args[0]),)
 
 
+def read_failure_problem(failure: BaseException) -> str | None:
+    """What kept an engine from reading a data file that is there, in its words (the root cause
+    of a Spark job's FAILED_READ_FILE), or None when ``failure`` is not such a failure (a file
+    not found is not: it is gone, not damaged)."""
+    text = str(failure)
+    match = _READ_FAILURE.search(text)
+    if match is None or match.group(1) == "FILE_NOT_EXIST" or "FileNotFoundException" in text:
+        return None
+    causes = _CAUSE.findall(text)
+    problem = _NAMED_PATH.sub("", causes[-1]).strip() if causes else ""
+    return (problem or match.group(0).strip("[]"))[:300]
+
+
 @contextlib.contextmanager
 def typed_engine_errors() -> Iterator[None]:
     """Raise an engine's error that names data files as :class:`DataFileNotFoundError` (the
-    write decides whether a file was superseded); TidemarkErrors and other errors pass."""
+    write decides whether a file was superseded, or is there but damaged: its ``problem``);
+    TidemarkErrors and other errors pass."""
     try:
         yield
     except TidemarkError:
@@ -96,4 +116,4 @@ def typed_engine_errors() -> Iterator[None]:
         paths = missing_data_files(failure)
         if not paths:
             raise
-        raise DataFileNotFoundError(paths, failure) from failure
+        raise DataFileNotFoundError(paths, failure, read_failure_problem(failure)) from failure

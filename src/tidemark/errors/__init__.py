@@ -21,6 +21,7 @@ Every error tidemark raises on purpose derives from :class:`TidemarkError`::
     ├── UnsupportedTableError       a Hudi table this version cannot write safely
     │   └── TableUpgradeRequiredError  a version 6 table: readable, written only after `tidemark upgrade`
     ├── MissingDependencyError      an optional dependency (an extra) is not installed
+    │   └── WorkerDependencyError   Spark's Python workers cannot import tidemark (their Python lacks it)
     ├── LockServiceError            the lock service (DynamoDB) is unreachable or refused the request
     ├── CorruptTableError           a file of the table is damaged or missing (names it)
     │   ├── CorruptPropertiesError  hoodie.properties is unreadable, fails its checksum, or names
@@ -104,6 +105,7 @@ from tidemark.errors.core import (
     UnknownOptionError,
     UnsupportedTableError,
     UnsupportedTypeError,
+    WorkerDependencyError,
     WriterSettingsError,
 )
 
@@ -134,6 +136,7 @@ __all__ = [
     "MissingColumnError",
     "MissingDataFileError",
     "MissingDependencyError",
+    "WorkerDependencyError",
     "NotSavepointedError",
     "NullRecordKeyError",
     "RolledBackConflictError",

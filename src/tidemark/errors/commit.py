@@ -311,13 +311,16 @@ class WriteRolledBackError(CommitError):
 class DataFileNotFoundError(TidemarkError):
     """An engine found a data file gone while it wrote (the Arrow engine's FileNotFoundError, a
     Spark job's failure naming the file). Raised between layers: the write turns it into the
-    conflict that removed the file (BaseFileGoneError, RolledBackConflictError) or raises
-    ``original``, the engine's own error, when it was not that."""
+    conflict that removed the file (BaseFileGoneError, RolledBackConflictError), or, for a file
+    that is there but could not be read (``problem``), into CorruptDataFileError; else it raises
+    ``original``, the engine's own error."""
 
-    def __init__(self, paths: tuple[str, ...], original: BaseException) -> None:
+    def __init__(self, paths: tuple[str, ...], original: BaseException, problem: str | None = None) -> None:
         super().__init__(f"data file(s) not found: {', '.join(paths)} ({original})")
-        self.paths = paths  # absolute paths (or file: URIs) the engine named
+        self.paths = paths  # absolute paths (or URIs) the engine named
         self.original = original
+        # The engine's words for what kept it from reading a file (None: not a failed read).
+        self.problem = problem
 
 
 class StorageError(TidemarkError):

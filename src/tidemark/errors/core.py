@@ -204,6 +204,26 @@ class MissingDependencyError(TidemarkError):
         )
         self.package = package
         self.extra = extra
+
+
+class WorkerDependencyError(MissingDependencyError):
+    """Spark's Python workers could not import ``package`` (tidemark or one of its dependencies):
+    they run a Python other than the one tidemark is installed in. Raised by the Spark engine
+    for a job whose tasks failed so; nothing the call wrote became visible."""
+
+    def __init__(self, package: str, driver_python: str) -> None:
+        TidemarkError.__init__(
+            self,
+            f"Spark's Python workers cannot import {package}: they run a Python in which tidemark is not "
+            "installed. With a local Spark session, set the environment variable "
+            f"PYSPARK_PYTHON={driver_python} (the Python running tidemark) before the session is created; "
+            "on a cluster or a Spark Connect server, install 'tidemark[spark]' into the Python its workers "
+            "run (or ship it with spark.archives). Nothing this call wrote became visible: run it again "
+            "once the workers can import tidemark.",
+        )
+        self.package = package
+        self.extra = "spark"
+        self.driver_python = driver_python
 class CorruptTableError(TidemarkError):
     """A file of the table is damaged or missing. ``path`` names it (relative to the table).
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager
@@ -56,6 +55,7 @@ from tidemark.format.names import TIMELINE_DIR, parse_base_file_name
 from tidemark.metadata.listing import table_listing
 from tidemark.metadata.maintain import record_if_maintained
 from tidemark.recovery.clean_partitions import partitions_to_clean
+from tidemark.recovery.named_files import table_file_named
 from tidemark.recovery.rollback import RollbackResult
 from tidemark.storage import CreateOutcome, Storage
 from tidemark.timeline import Action, Instant, State, Timeline, instant_file_name, new_instant_time
@@ -511,18 +511,17 @@ def superseded_base_file(
     :class:`DataFileNotFoundError` an engine raises for it (the Spark engine reads them from
     its job's error, :mod:`tidemark.engines.spark.errors`).
     """
-    base = storage.full_path("").rstrip("/") + "/"
     if isinstance(failure, DataFileNotFoundError):
         candidates = list(failure.paths)
     elif failure.filename or failure.args:
         candidates = [str(failure.filename or failure.args[0])]
     else:
         return None
-    candidates = [re.sub(r"^/+", "/", c.removeprefix("file:")) for c in candidates]
-    missing = [c for c in candidates if c.startswith(base) and not storage.exists(c[len(base):])]
+    named = [table_file_named(storage, c) for c in candidates]
+    missing = [path for path in named if path is not None and not storage.exists(path)]
     if not missing:
         return None
-    path = missing[0][len(base):]
+    path = missing[0]
     parsed = parse_base_file_name(path.rsplit("/", 1)[-1])
     if parsed is None:
         return None

@@ -8,7 +8,9 @@ for the losses the table resolves by itself.
 * The base file the write merged against was replaced by a concurrent commit and then
   cleaned (the engine raises :class:`DataFileNotFoundError`;
   :func:`~tidemark.recovery.clean.superseded_base_file` names the commit): the write-write
-  conflict the commit check would also have found, reported and retried as one.
+  conflict the commit check would also have found, reported and retried as one. A base file
+  the engine could not read that is there is damage, not a loss: CorruptDataFileError
+  (:func:`~tidemark.recovery.named_files.unreadable_data_file`), not run again.
 * A clustering completed after the write planned and replaced a file group it updated
   (:class:`ClusteringConflictError`, not ``rejected``): ingestion wins over clustering, so
   the write runs again on the clustered table, at most :data:`CLUSTERING_RERUNS` times
@@ -40,6 +42,7 @@ from tidemark.errors import (
     WriteConflictError,
 )
 from tidemark.recovery.clean import superseded_base_file
+from tidemark.recovery.named_files import unreadable_data_file
 from tidemark.storage import Storage
 from tidemark.timeline import Timeline
 
@@ -68,7 +71,10 @@ def run_with_retries(
                 return attempt(), conflicts + reruns + 1
         except DataFileNotFoundError as missing:  # the engine found a data file gone
             gone = superseded_base_file(storage, missing)
-            if gone is None:
+            if gone is None:  # not gone: maybe there but damaged, else the engine's own error
+                damaged = unreadable_data_file(storage, missing)
+                if damaged is not None:
+                    raise damaged from missing.original
                 raise missing.original from missing.original.__cause__
             if conflicts >= retries:
                 raise gone from missing.original

@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from tidemark.engines.spark.connect import JobHandle, is_connect
+from tidemark.engines.spark.task_failures import typed_task_failures
 from tidemark.format.clustering_plan import ClusteringGroup
 from tidemark.format.commit_metadata import WriteStat
 from tidemark.format.names import write_token
@@ -144,7 +145,8 @@ class SparkExecutor(ClusteringExecutor):
             if on_progress is not None:
                 on_progress(ClusteringProgress(done, total))
 
-        stats = SparkClusteringExecutor(self.spark).rewrite(spec, groups, tasks_done)
+        with typed_task_failures():
+            stats = SparkClusteringExecutor(self.spark).rewrite(spec, groups, tasks_done)
         if on_progress is not None:
             on_progress(ClusteringProgress(len(groups), len(groups), len(stats), sum(s.file_size for s in stats)))
         return stats

@@ -17,6 +17,7 @@ from tidemark.engines.spark.conform import arrow_schema_of
 from tidemark.engines.spark.datasource import register
 from tidemark.engines.spark.reader import arrow_to_spark, read_plan
 from tidemark.engines.spark.session import write_session
+from tidemark.engines.spark.task_failures import typed_task_failures
 from tidemark.engines.spark.writer import SparkWritePipeline
 from tidemark.format.names import META_COLUMNS
 from tidemark.merge import RecordMerger
@@ -76,7 +77,9 @@ class SparkEngine:
 
     @contextlib.contextmanager
     def write_session(self) -> Iterator[None]:
-        with write_session(self.spark), typed_engine_errors():
+        # Spark's words typed: first a task's failure (a worker without tidemark, a damaged
+        # file a task read), then a job's naming data files (gone or damaged: the write decides).
+        with write_session(self.spark), typed_engine_errors(), typed_task_failures():
             yield
 
     def read(
@@ -97,7 +100,8 @@ class SparkEngine:
         spark = self.spark
 
         def run(spec: WriteSpec, merger: RecordMerger, operations: list[CompactionOperation]) -> list[Any]:
-            return compact_slices(spark, spec, merger, operations)
+            with typed_task_failures():
+                return compact_slices(spark, spec, merger, operations)
 
         return run
 
