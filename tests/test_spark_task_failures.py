@@ -17,6 +17,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +26,11 @@ import pytest
 
 from conftest import hudi_rs_read, rows_of
 from tidemark import Table
-from tidemark.engines.base import read_failure_problem
+from tidemark.engines.base import missing_data_files, read_failure_problem
 from tidemark.engines.spark.task_failures import typed_task_failure
 from tidemark.errors import CorruptDataFileError, DataFileNotFoundError, WorkerDependencyError
 from tidemark.recovery.named_files import table_file_named, unreadable_data_file
+from tidemark.services.inline import run_after_write
 from tidemark.storage.location import open_storage
 from tidemark.timeline import Timeline
 
@@ -174,6 +176,45 @@ def test_a_damaged_file_a_clustering_task_reads_is_corrupt_data_file_error(spark
     assert rows_of(Table.open(path, spark=None).read(), COLS) == expected == rows_of(hudi_rs_read(path), COLS)
 
 
+def test_damage_is_named_in_folders_and_partitions_with_spaces(spark: Any, tmp_path: Path) -> None:
+    """Spark names the file by its URI (``%20`` for a space): the error still names the table's file,
+    from the JVM's lookup and from a clustering task."""
+    path = str(tmp_path / "lake with space" / "t")
+    table = Table.create(path, spark=spark, record_key="id", partition_by="part", ordering_field="v")
+    rows = pa.table({"id": pa.array(range(30), pa.int64()), "part": ["a b" if i % 2 else "c%d" for i in range(30)],
+                     "v": pa.array([1] * 30, pa.int64())})
+    table.upsert(_frame(spark, rows))
+    damaged = next(f for f in Path(path).rglob("*.parquet") if f.parent.name == "part=a b")
+    before = _completed(table)
+    good = _damage(damaged, "garbage")
+    with pytest.raises(CorruptDataFileError) as error:
+        table.upsert(_frame(spark, rows.slice(0, 6)))
+    assert error.value.path == "part=a b/" + damaged.name
+    assert str(tmp_path) not in error.value.problem and "not a Parquet file" in error.value.problem
+    assert _completed(table) == before
+    damaged.write_bytes(good)
+    table.upsert(_frame(spark, rows.slice(0, 6)))
+    assert rows_of(Table.open(path, spark=None).read(), COLS) == rows_of(hudi_rs_read(path), COLS)
+
+
+@pytest.mark.parametrize("engine", ["spark", "arrow"])
+def test_a_damaged_base_file_fails_compaction_with_its_table_path(spark: Any, tmp_path: Path, engine: str) -> None:
+    path = str(tmp_path / "t")
+    _mor_with_logs(spark, path)
+    table = Table.open(path, spark=spark if engine == "spark" else None)
+    damaged = next(f for f in Path(path).rglob("*.parquet") if ".hoodie" not in f.parts)
+    before = _completed(table)
+    good = _damage(damaged, "truncated")
+    with pytest.raises(CorruptDataFileError) as error:
+        table.compact()
+    assert error.value.path == str(damaged.relative_to(path))
+    assert _completed(table) == before
+    damaged.write_bytes(good)
+    assert table.compact() is not None
+    expected = sorted([(i, f"p{i % 2}", 2 if i % 3 == 0 else 1) for i in range(40)])
+    assert rows_of(Table.open(path, spark=None).read(), COLS) == expected == rows_of(hudi_rs_read(path), COLS)
+
+
 # -- the words recognised, alone --------------------------------------------------------------------
 
 _READ_FAILED = (
@@ -190,9 +231,21 @@ def test_read_failure_problem_is_the_root_cause_without_the_path() -> None:
         "is not a Parquet file. Expected magic number at tail, but found [65, 65, 65, 65]")
     gone = _READ_FAILED.replace("NO_HINT", "FILE_NOT_EXIST")
     assert read_failure_problem(RuntimeError(gone)) is None  # gone, not damaged
-    assert read_failure_problem(RuntimeError("[FAILED_READ_FILE.NO_HINT] reading file:/x/y.parquet")) == (
+    assert read_failure_problem(RuntimeError(
+        "[FAILED_READ_FILE.NO_HINT] Encountered error while reading file file:///x/y.parquet. SQLSTATE: KD001")) == (
         "FAILED_READ_FILE.NO_HINT")
     assert read_failure_problem(RuntimeError("Job aborted: task 3 failed (OutOfMemoryError)")) is None
+    # A file that is there but does not match the schema read, or a connection that failed, is not damage.
+    mismatch = _READ_FAILED.replace("NO_HINT", "PARQUET_COLUMN_DATA_TYPE_MISMATCH")
+    assert read_failure_problem(RuntimeError(mismatch)) is None
+    reset = _READ_FAILED.split("Caused by:")[0] + "Caused by: java.net.SocketException: Connection reset\n\tat x"
+    assert read_failure_problem(RuntimeError(reset)) is None
+    # Named by its URI (a space as %20) and by its path in the cause: neither stays in the problem.
+    spaced = _READ_FAILED.replace("file:///data/t/", "file:///data/my%20lake/t/").replace(
+        "file:/data/t/", "file:/data/my lake/t/")
+    assert read_failure_problem(RuntimeError(spaced)) == (
+        "is not a Parquet file. Expected magic number at tail, but found [65, 65, 65, 65]")
+    assert missing_data_files(RuntimeError(spaced))[0] == "file:///data/my lake/t/part=p0/f1_0-8-10_1.parquet"
 
 
 def test_a_file_spark_names_is_the_table_file_whatever_its_scheme(tmp_path: Path) -> None:
@@ -203,6 +256,17 @@ def test_a_file_spark_names_is_the_table_file_whatever_its_scheme(tmp_path: Path
         assert table_file_named(storage, name) == "p=1/f.parquet", name
     assert table_file_named(storage, f"{base}-other/p=1/f.parquet") is None
     assert table_file_named(storage, str(tmp_path / "elsewhere.parquet")) is None
+    assert table_file_named(storage, f"s3://{base}/p=1/f.parquet") is None  # another store
+
+    class OnS3:
+        def full_path(self, path: str) -> str:
+            return f"s3://bucket/t/{path}" if path else "s3://bucket/t"
+
+    s3: Any = OnS3()
+    for name in ("s3a://bucket/t/p=1/f.parquet", "s3://bucket/t/p=1/f.parquet", "//bucket/t/p=1/f.parquet"):
+        assert table_file_named(s3, name) == "p=1/f.parquet", name
+    assert table_file_named(s3, "gs://bucket/t/p=1/f.parquet") is None
+    assert table_file_named(s3, "s3a://bucket/other/p=1/f.parquet") is None
 
 
 def test_only_a_damaged_file_of_the_table_that_is_there_is_corrupt(tmp_path: Path) -> None:
@@ -224,13 +288,37 @@ def test_task_failures_recognised_in_sparks_words() -> None:
         "PythonException: ...\n  File \"worker.py\", line 75\nModuleNotFoundError: No module named 'tidemark'")
     typed = typed_task_failure(missing)
     assert isinstance(typed, WorkerDependencyError) and typed.package == "tidemark"
+    another = typed_task_failure(RuntimeError("ModuleNotFoundError: No module named 'tidemark.write.newer'"))
+    assert isinstance(another, WorkerDependencyError) and another.module == "tidemark.write.newer"
+    assert "another version" in str(another) and "PYSPARK_PYTHON" not in str(another)
     assert isinstance(typed_task_failure(RuntimeError("ModuleNotFoundError: No module named 'pyarrow.parquet'")),
                       WorkerDependencyError)
     # A user's function missing its own module is the user's to fix: left as Spark raised it.
     assert typed_task_failure(RuntimeError("ModuleNotFoundError: No module named 'mylib'")) is None
     corrupt = RuntimeError(
-        "Traceback (most recent call last):\ntidemark.errors.CorruptDataFileError: the data file p=1/f.parquet is "
+        "Traceback (most recent call last):\ntidemark.errors.CorruptDataFileError: the data file p=a b/f.parquet is "
         "corrupt (Parquet magic bytes not found in footer (or so)). Restore the file from a backup; or roll back")
     typed = typed_task_failure(corrupt)
-    assert isinstance(typed, CorruptDataFileError) and typed.path == "p=1/f.parquet"
+    assert isinstance(typed, CorruptDataFileError) and typed.path == "p=a b/f.parquet"
     assert typed.problem == "Parquet magic bytes not found in footer (or so)"
+
+
+def test_an_inline_compaction_failing_so_says_the_write_completed(tmp_path: Path) -> None:
+    """The write committed before its inline compaction's job failed: written again, its inserts
+    would be stored twice, so the error must not say to run it again."""
+    table = Table.create(str(tmp_path / "t"), spark=None, record_key="id", ordering_field="v",
+                         table_type="MERGE_ON_READ")
+    written = table.upsert(_rows(range(3), 1))
+    config = replace(table.write_config, compact_inline=True, compact_inline_max_delta_commits=1)
+
+    def compact() -> None:
+        raise WorkerDependencyError("tidemark", "/venv/bin/python")
+
+    with pytest.raises(WorkerDependencyError) as error:
+        run_after_write(table.storage, config, delta_commit=True, compact=compact, clean=lambda _: None,
+                        archive=lambda: None, cluster=lambda: None,
+                        written=next(i for i in Timeline.load(table.storage).completed
+                                     if i.requested_time == written.instant_time))
+    message = str(error.value)
+    assert f"the write {written.instant_time} completed; its inline compaction did not" in message
+    assert "do not write it again" in message and "run it again" not in message

@@ -15,6 +15,7 @@ import contextlib
 import re
 from collections.abc import Iterator
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 import pyarrow as pa
 
@@ -69,38 +70,58 @@ class Engine(Protocol):
 
 # A parquet path in an engine's error message (a Spark job's FAILED_READ_FILE.FILE_NOT_EXIST).
 _PARQUET_PATH = re.compile(r"(?:file:)?/[^\s'\"]+?\.parquet")
-# A Spark job's failure to read a file it was given (FAILED_READ_FILE.<hint>; a footer it could
-# not read), and the root cause its Java stack trace ends with.
-_READ_FAILURE = re.compile(r"\[FAILED_READ_FILE\.(\w+)\]|CANNOT_READ_FILE_FOOTER|Could not read footer")
-_CAUSE = re.compile(r"Caused by: [\w.$]+: ([^\n]+)")
-# A URI or path in that cause: the error names the file itself.
-_NAMED_PATH = re.compile(r"\S*/\S+\.parquet:?\s*")
+# A Spark job's failure to read a file it was given, naming it by its URI (percent-encoded: no
+# space in it); and Spark's or parquet's words for a footer it could not read.
+_FAILED_READ = re.compile(r"\[FAILED_READ_FILE\.(\w+)\][^\n]*? reading file (\S+?)\.?(?=\s|$)")
+_FOOTER = re.compile(r"CANNOT_READ_FILE_FOOTER|Could not read footer")
+# The exceptions a Java stack trace ends with, the root cause last.
+_CAUSE = re.compile(r"Caused by: ([\w.$]+): ([^\n]+)")
+# A root cause that is the file's: its bytes are not parquet as the reader expects them (not a
+# connection reset, an out-of-memory or a cancelled job, which leave the file as it was).
+_DAMAGE = re.compile(r"parquet|magic number|snappy|compress|thrift|TProtocol|EOFException|corrupt", re.IGNORECASE)
+_SCHEME = re.compile(r"^[a-zA-Z][\w+.-]*:")
+
+
+def _named_by_spark(text: str) -> list[str]:
+    """The files a Spark job's FAILED_READ_FILE names, their URIs decoded (``%20`` a space)."""
+    return [unquote(m.group(2)) for m in _FAILED_READ.finditer(text)]
 
 
 def missing_data_files(failure: BaseException) -> tuple[str, ...]:
     """The data files an engine's error names: a FileNotFoundError's file, or the parquet paths
     in the message of an error an engine raises in its own words (a Spark job's Java exception
-    reaches Python as text only)."""
+    reaches Python as text only: its FAILED_READ_FILE's URI first, decoded)."""
     if isinstance(failure, FileNotFoundError) and failure.filename:
         return (str(failure.filename),)
+    text = str(failure)
     # pyarrow's FileNotFoundError (a streamed read of a base file) names the file in its text only.
-    named = tuple(m.group(0) for m in _PARQUET_PATH.finditer(str(failure)))
+    named = tuple(dict.fromkeys([*_named_by_spark(text), *(m.group(0) for m in _PARQUET_PATH.finditer(text))]))
     if named or not isinstance(failure, FileNotFoundError) or not failure.args:
         return named
     return (str(failure.args[0]),)
 
 
 def read_failure_problem(failure: BaseException) -> str | None:
-    """What kept an engine from reading a data file that is there, in its words (the root cause
-    of a Spark job's FAILED_READ_FILE), or None when ``failure`` is not such a failure (a file
-    not found is not: it is gone, not damaged)."""
+    """What kept an engine from reading a data file that is there, in its words: the root cause
+    of a Spark job's FAILED_READ_FILE.NO_HINT (Spark's wrapper of the reader's exception) or of a
+    footer it could not read, when that cause is the file's bytes. None for any other failure:
+    a file not found (gone, not damaged), a schema the file does not match
+    (PARQUET_COLUMN_DATA_TYPE_MISMATCH), a failure of the connection or the job."""
     text = str(failure)
-    match = _READ_FAILURE.search(text)
-    if match is None or match.group(1) == "FILE_NOT_EXIST" or "FileNotFoundException" in text:
+    failed = _FAILED_READ.search(text)
+    if failed is not None and failed.group(1) != "NO_HINT" or failed is None and _FOOTER.search(text) is None:
+        return None
+    if "FileNotFoundException" in text:
         return None
     causes = _CAUSE.findall(text)
-    problem = _NAMED_PATH.sub("", causes[-1]).strip() if causes else ""
-    return (problem or match.group(0).strip("[]"))[:300]
+    if causes and not any(_DAMAGE.search(f"{kind}: {words}") for kind, words in causes):
+        return None
+    problem = causes[-1][1] if causes else ""
+    for path in _named_by_spark(text):  # the file's own name, as the cause may repeat it
+        bare = _SCHEME.sub("", path).lstrip("/")
+        problem = re.sub(r"(?:[a-zA-Z][\w+.-]*:)?/*" + re.escape(bare) + r":?\s*", "", problem)
+    problem = problem.strip()
+    return (problem or (f"FAILED_READ_FILE.{failed.group(1)}" if failed else "its footer could not be read"))[:300]
 
 
 @contextlib.contextmanager

@@ -207,23 +207,31 @@ class MissingDependencyError(TidemarkError):
 
 
 class WorkerDependencyError(MissingDependencyError):
-    """Spark's Python workers could not import ``package`` (tidemark or one of its dependencies):
-    they run a Python other than the one tidemark is installed in. Raised by the Spark engine
-    for a job whose tasks failed so; nothing the call wrote became visible."""
+    """Spark's Python workers could not import ``module`` (of tidemark or one of its
+    dependencies, ``package`` its top level): they run a Python other than the one tidemark is
+    installed in, or another version of tidemark. Raised by the Spark engine for a job whose
+    tasks failed so. ``completed``: the write that committed before its inline compaction's job
+    failed so (else nothing the call wrote became visible)."""
 
-    def __init__(self, package: str, driver_python: str) -> None:
-        TidemarkError.__init__(
-            self,
-            f"Spark's Python workers cannot import {package}: they run a Python in which tidemark is not "
-            "installed. With a local Spark session, set the environment variable "
-            f"PYSPARK_PYTHON={driver_python} (the Python running tidemark) before the session is created; "
-            "on a cluster or a Spark Connect server, install 'tidemark[spark]' into the Python its workers "
-            "run (or ship it with spark.archives). Nothing this call wrote became visible: run it again "
-            "once the workers can import tidemark.",
-        )
+    def __init__(self, module: str, driver_python: str, *, completed: str | None = None) -> None:
+        package = module.split(".")[0]
+        if package == "tidemark" and module != package:  # tidemark is there, but not this version
+            cause = (f"their tidemark lacks {module}: it is another version than this process's; install "
+                     "this version of 'tidemark[spark]' into the Python the workers run")
+        else:
+            cause = (f"they run a Python in which {package} is not installed. With a local Spark session, set "
+                     f"the environment variable PYSPARK_PYTHON={driver_python} (the Python running tidemark) "
+                     "before the session is created; on a cluster or a Spark Connect server, install "
+                     "'tidemark[spark]' into the Python its workers run (or ship it with spark.archives)")
+        outcome = (f"{completed}; its inline compaction did not: do not write it again, compact the table once "
+                   "the workers can import tidemark" if completed else
+                   "Nothing this call wrote became visible: run it again once the workers can import tidemark")
+        TidemarkError.__init__(self, f"Spark's Python workers cannot import {module}: {cause}. {outcome}.")
+        self.module = module
         self.package = package
         self.extra = "spark"
         self.driver_python = driver_python
+        self.completed = completed
 class CorruptTableError(TidemarkError):
     """A file of the table is damaged or missing. ``path`` names it (relative to the table).
 

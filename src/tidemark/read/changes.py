@@ -82,7 +82,7 @@ def _records(
         latest = group.latest_slice
         logs = [storage.open_input(log.path) for log in latest.logs]
         pieces.append(read_slice(storage.open_input(latest.base.path), logs, merger, schema,
-                                 delete_ordering_field=delete_ordering_field))
+                                 delete_ordering_field=delete_ordering_field, base_path=latest.base.path))
     return pa.concat_tables(pieces) if pieces else schema.empty_table()
 
 

@@ -222,13 +222,15 @@ def read_slice(
     schema: pa.Schema,
     *,
     delete_ordering_field: str | None = None,
+    base_path: str | None = None,
 ) -> pa.Table:
     """Read and merge one file slice from files (what an engine task does); see :func:`merge_slice`.
 
     ``delete_ordering_field``: the table's column for delete ordering values
-    (:func:`tidemark.format.log_file.delete_ordering_field` of its ordering fields).
+    (:func:`tidemark.format.log_file.delete_ordering_field` of its ordering fields);
+    ``base_path``: the base file's table-relative path, which a CorruptDataFileError names.
     """
-    base = read_data_file(base_full_path, schema=schema) if base_full_path is not None else None
+    base = read_data_file(base_full_path, path=base_path, schema=schema) if base_full_path is not None else None
     if not log_full_paths:  # a base file alone: its keys are unique, nothing to merge
         return base if base is not None else schema.empty_table()
     logs = read_log_records(log_full_paths, schema, delete_ordering_field=delete_ordering_field)

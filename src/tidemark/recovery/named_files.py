@@ -16,20 +16,28 @@ from tidemark.errors import CorruptDataFileError, DataFileNotFoundError
 from tidemark.storage import Storage
 
 # A URI's scheme and the slashes after it: ``file:``, ``file://``, ``s3a://``, ... (or none).
-_SCHEME = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.-]*:)?/*")
+_SCHEME = re.compile(r"^(?:([a-zA-Z][a-zA-Z0-9+.-]*):)?/*")
+# Schemes that name the same store (Spark says ``s3a://`` where the table says ``s3://``).
+_STORE = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "azure": "az", "abfs": "az", "abfss": "az"}
 
 
-def _path_part(name: str) -> str:
-    """``name`` without its scheme, as an absolute path: ``s3a://b/t/x`` and ``//b/t/x`` are ``/b/t/x``."""
-    return "/" + _SCHEME.sub("", name)
+def _split(name: str) -> tuple[str | None, str]:
+    """``name``'s store (None: no scheme given) and its path as an absolute one: ``s3a://b/t/x``
+    is ``("s3", "/b/t/x")``, ``//b/t/x`` ``(None, "/b/t/x")``, ``file:///t/x`` ``("file", "/t/x")``."""
+    match = _SCHEME.match(name)
+    scheme = match.group(1).lower() if match is not None and match.group(1) else None
+    rest = name[match.end():] if match is not None else name
+    return (_STORE.get(scheme, scheme) if scheme else None), "/" + rest
 
 
 def table_file_named(storage: Storage, name: str) -> str | None:
-    """The table-relative path of the file ``name`` (an absolute path or a URI of any scheme:
-    Spark says ``s3a://`` where the table says ``s3://``) names, or None for a file outside the
-    table."""
-    base = _path_part(storage.full_path("")).rstrip("/") + "/"
-    path = _path_part(name)
+    """The table-relative path of the file ``name`` names (an absolute path, or a URI of the
+    table's store in any of its schemes), or None for a file outside the table."""
+    base_store, base = _split(storage.full_path(""))
+    store, path = _split(name)
+    if store is not None and store != (base_store or "file"):
+        return None
+    base = base.rstrip("/") + "/"
     return path[len(base):] if path.startswith(base) and len(path) > len(base) else None
 
 

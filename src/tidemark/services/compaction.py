@@ -218,6 +218,7 @@ def compact_slice(
         merger,
         spec.schema,
         delete_ordering_field=delete_ordering_field(spec.ordering_fields),
+        base_path=base_path,
     )
     # Records keep their commit time and sequence number: the compaction changes no record.
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark.config import WriteConfig
-from tidemark.errors import ClusteringAbortedError, StorageError, TidemarkError
+from tidemark.errors import ClusteringAbortedError, StorageError, TidemarkError, WorkerDependencyError
 from tidemark.format.clustering_plan import CLUSTER_OPERATION
 from tidemark.recovery.clean import commits_since_last_clean
 from tidemark.storage import Storage
@@ -55,6 +55,8 @@ def run_after_write(
                 compact()
             except StorageError as failure:
                 raise StorageError(f"{done}; its inline compaction did not: {failure}", uri=failure.uri) from failure
+            except WorkerDependencyError as failure:
+                raise WorkerDependencyError(failure.module, failure.driver_python, completed=done) from failure
             except Exception:
                 log.error("%s before its inline compaction failed: do not write it again", done)
                 raise

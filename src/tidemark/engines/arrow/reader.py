@@ -40,7 +40,8 @@ def read_plan(
             assert merger is not None
             paths = [storage.open_input(g.path) for g in logs]
             slice_rows = read_slice(
-                storage.open_input(f.path), paths, merger, schema, delete_ordering_field=delete_ordering_field
+                storage.open_input(f.path), paths, merger, schema, delete_ordering_field=delete_ordering_field,
+                base_path=f.path,
             )
             tables.append(slice_rows)
         else:

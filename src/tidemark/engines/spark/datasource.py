@@ -178,6 +178,7 @@ class _Reader(DataSourceReader):
                 self.merger,
                 self.schema,
                 delete_ordering_field=self.delete_ordering_field,
+                base_path=partition.path[skip:],
             )
         else:
             table = pq.read_table(storage.open_input(partition.path[skip:]), schema=self.schema)

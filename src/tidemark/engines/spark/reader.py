@@ -49,6 +49,7 @@ def _merged_slices(
                     storage.open_input(base) if storage is not None else base, sources, cast(RecordMerger, merger),
                     arrow_schema,
                     delete_ordering_field=delete_ordering_field,
+                    base_path=base if storage is not None else None,
                 )
                 yield from table.to_batches()
 

@@ -27,7 +27,7 @@ _TASK_MODULES = frozenset({"tidemark", "pyarrow", "numpy", "fastavro"})
 _MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 # CorruptDataFileError's message, as the task's traceback ends with it (one line).
 _CORRUPT = re.compile(
-    r"tidemark\.errors(?:\.\w+)?\.CorruptDataFileError: the data file (\S+) is corrupt \((.*)\)\. Restore the file"
+    r"tidemark\.errors(?:\.\w+)?\.CorruptDataFileError: the data file (.+?) is corrupt \((.*)\)\. Restore the file"
 )
 
 
@@ -36,7 +36,7 @@ def typed_task_failure(failure: BaseException) -> TidemarkError | None:
     text = str(failure)
     missing = _MISSING_MODULE.search(text)
     if missing is not None and missing.group(1).split(".")[0] in _TASK_MODULES:
-        return WorkerDependencyError(missing.group(1).split(".")[0], sys.executable)
+        return WorkerDependencyError(missing.group(1), sys.executable)
     corrupt = _CORRUPT.search(text)
     if corrupt is not None:
         return CorruptDataFileError(corrupt.group(1), corrupt.group(2))
