@@ -232,6 +232,8 @@ class WorkerDependencyError(MissingDependencyError):
         self.extra = "spark"
         self.driver_python = driver_python
         self.completed = completed
+
+
 class CorruptTableError(TidemarkError):
     """A file of the table is damaged or missing. ``path`` names it (relative to the table).
 
