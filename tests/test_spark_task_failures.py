@@ -133,6 +133,20 @@ def _damage(file: Path, how: str) -> bytes:
     return good
 
 
+def _refused_as_damage(table: Table, damaged: Path, how: str, call: Callable[[], Any]) -> CorruptDataFileError:
+    """``call`` run with ``damaged`` damaged ``how``: the CorruptDataFileError it raised (its
+    message saying to restore the file), no instant completed by it; the file restored after."""
+    before = _completed(table)
+    good = _damage(damaged, how)
+    try:
+        with pytest.raises(CorruptDataFileError) as error:
+            call()
+    finally:
+        damaged.write_bytes(good)
+    assert "Restore the file" in str(error.value) and _completed(table) == before
+    return error.value
+
+
 @pytest.mark.parametrize("how", ["garbage", "truncated", "pages"])
 def test_a_damaged_base_file_fails_spark_writes_with_corrupt_data_file_error(
     spark: Any, tmp_path: Path, how: str
@@ -164,36 +178,29 @@ def test_a_damaged_file_a_clustering_task_reads_is_corrupt_data_file_error(spark
     table.upsert(_frame(spark, _rows(range(40), 1)))
     table.bulk_insert(_frame(spark, _rows(range(40, 60), 1)))
     damaged = sorted(f for f in Path(path).rglob("*.parquet") if ".hoodie" not in f.parts)[0]
-    before = _completed(table)
-    good = _damage(damaged, "garbage")
-    with pytest.raises(CorruptDataFileError) as error:
-        table.cluster()
-    assert error.value.path == str(damaged.relative_to(path))
-    assert _completed(table) == before
-    damaged.write_bytes(good)
+    assert _refused_as_damage(table, damaged, "garbage", table.cluster).path == str(damaged.relative_to(path))
     assert table.cluster().clustered
     expected = sorted([(i, f"p{i % 2}", 1) for i in range(60)])
     assert rows_of(Table.open(path, spark=None).read(), COLS) == expected == rows_of(hudi_rs_read(path), COLS)
 
 
 def test_damage_is_named_in_folders_and_partitions_with_spaces(spark: Any, tmp_path: Path) -> None:
-    """Spark names the file by its URI (``%20`` for a space): the error still names the table's file,
-    from the JVM's lookup and from a clustering task."""
+    """Spark names the file by its URI (``%20`` for a space, ``%25`` for a ``%``): the error still
+    names the table's file, from the JVM's lookup and from a clustering task."""
     path = str(tmp_path / "lake with space" / "t")
     table = Table.create(path, spark=spark, record_key="id", partition_by="part", ordering_field="v")
     rows = pa.table({"id": pa.array(range(30), pa.int64()), "part": ["a b" if i % 2 else "c%d" for i in range(30)],
                      "v": pa.array([1] * 30, pa.int64())})
     table.upsert(_frame(spark, rows))
-    damaged = next(f for f in Path(path).rglob("*.parquet") if f.parent.name == "part=a b")
-    before = _completed(table)
-    good = _damage(damaged, "garbage")
-    with pytest.raises(CorruptDataFileError) as error:
-        table.upsert(_frame(spark, rows.slice(0, 6)))
-    assert error.value.path == "part=a b/" + damaged.name
-    assert str(tmp_path) not in error.value.problem and "not a Parquet file" in error.value.problem
-    assert _completed(table) == before
-    damaged.write_bytes(good)
-    table.upsert(_frame(spark, rows.slice(0, 6)))
+    for folder in ("part=a b", "part=c%d"):
+        damaged = next(f for f in Path(path).rglob("*.parquet") if f.parent.name == folder)
+        error = _refused_as_damage(table, damaged, "garbage", lambda: table.upsert(_frame(spark, rows.slice(0, 6))))
+        assert error.path == f"{folder}/{damaged.name}"
+        assert str(tmp_path) not in error.problem and "not a Parquet file" in error.problem
+    table.bulk_insert(_frame(spark, rows.slice(10, 10)))  # a second file in each partition: clustering's work
+    damaged = sorted(f for f in Path(path).rglob("*.parquet") if f.parent.name == "part=a b")[-1]
+    assert _refused_as_damage(table, damaged, "truncated", table.cluster).path == f"part=a b/{damaged.name}"
+    assert table.cluster().clustered
     assert rows_of(Table.open(path, spark=None).read(), COLS) == rows_of(hudi_rs_read(path), COLS)
 
 
@@ -203,13 +210,7 @@ def test_a_damaged_base_file_fails_compaction_with_its_table_path(spark: Any, tm
     _mor_with_logs(spark, path)
     table = Table.open(path, spark=spark if engine == "spark" else None)
     damaged = next(f for f in Path(path).rglob("*.parquet") if ".hoodie" not in f.parts)
-    before = _completed(table)
-    good = _damage(damaged, "truncated")
-    with pytest.raises(CorruptDataFileError) as error:
-        table.compact()
-    assert error.value.path == str(damaged.relative_to(path))
-    assert _completed(table) == before
-    damaged.write_bytes(good)
+    assert _refused_as_damage(table, damaged, "truncated", table.compact).path == str(damaged.relative_to(path))
     assert table.compact() is not None
     expected = sorted([(i, f"p{i % 2}", 2 if i % 3 == 0 else 1) for i in range(40)])
     assert rows_of(Table.open(path, spark=None).read(), COLS) == expected == rows_of(hudi_rs_read(path), COLS)
