@@ -7,6 +7,7 @@ for the rows, are still looked up. hudi-rs reads the same rows.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -64,28 +65,38 @@ def probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def write_both_ways(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, str], steps: list[tuple[str, pa.Table]]
-) -> tuple[dict[str, tidemark.Table], dict[str, list[Any]], list[str]]:
-    """The same writes to two tables: ``free`` as tidemark writes, ``looked`` with every key looked
-    up first (SoleSmallFile never applies). Returns the tables, their upserts' write statistics,
-    and per write of ``free``: the partitions whose files it probed (sorted, joined by commas)."""
-    tables, stats = {}, {}
+) -> tuple[tidemark.Table, dict[str, list[Any]], list[str], dict[str, list[Any]]]:
+    """The same writes two ways: ``free`` as tidemark writes them; ``looked``, for each upsert, a
+    copy of ``free`` as it was before it, taking the same upsert with every key looked up first
+    (SoleSmallFile never applies). Both upserts start from the same bytes: the room a file has
+    left, which its size decides (and its size the instant times in it), is the same for both.
+    Returns ``free``; per upsert, each way's write statistics and the rows after it (sorted,
+    with their sequence numbers' last part); and per write of ``free``: the partitions whose
+    files it probed (sorted, joined by commas)."""
+    stats: dict[str, list[Any]] = {"free": [], "looked": []}
+    snapshots: dict[str, list[Any]] = {"free": [], "looked": []}
     seen = probes(monkeypatch)
     probed: list[str] = []
-    for name in ("free", "looked"):
-        if name == "looked":
-            monkeypatch.setattr(SoleSmallFile, "takes_all", lambda self, size, rows: False)
-        table = tidemark.Table.create(str(tmp_path / name), spark=None, record_key="id", partition_by="part",
-                                      ordering_field="n", options=options)
-        stats[name] = []
-        for operation, batch in steps:
-            seen.clear()
-            outcome = getattr(table, operation)(batch)
-            if name == "free":
-                probed.append(",".join(sorted(seen)))
-            if operation == "upsert":
-                stats[name].append(commit_stats(tmp_path / name, outcome.instant_time))
-        tables[name] = table
-    return tables, stats, probed
+    free_path, looked_path = tmp_path / "free", tmp_path / "looked"
+    free = tidemark.Table.create(str(free_path), spark=None, record_key="id", partition_by="part",
+                                 ordering_field="n", options=options)
+    for operation, batch in steps:
+        if operation == "upsert":
+            shutil.rmtree(looked_path, ignore_errors=True)
+            shutil.copytree(free_path, looked_path)
+            with monkeypatch.context() as patched:
+                patched.setattr(SoleSmallFile, "takes_all", lambda self, size, rows: False)
+                looked = tidemark.Table.open(str(looked_path), spark=None, options=options)
+                outcome = looked.upsert(batch)
+            stats["looked"].append(commit_stats(looked_path, outcome.instant_time))
+            snapshots["looked"].append(snapshot(looked))
+        seen.clear()
+        outcome = getattr(free, operation)(batch)
+        probed.append(",".join(sorted(seen)))
+        if operation == "upsert":
+            stats["free"].append(commit_stats(free_path, outcome.instant_time))
+            snapshots["free"].append(snapshot(free))
+    return free, stats, probed, snapshots
 
 
 def test_an_upsert_into_sole_small_files_reads_no_key_first_and_writes_what_a_lookup_writes(
@@ -98,16 +109,15 @@ def test_an_upsert_into_sole_small_files_reads_no_key_first_and_writes_what_a_lo
     batch = rows(updates + stale + new, [2] * len(updates) + [-1] * len(stale) + [2] * len(new))
     steps = [("bulk_insert", rows(list(range(2000)), 1)), ("bulk_insert", rows(list(range(3003, 3403, 4)), 1)),
              ("upsert", batch), ("upsert", rows(list(range(0, 6000, 7)), 3))]
-    tables, stats, probed = write_both_ways(tmp_path, monkeypatch, {}, steps)
+    free, stats, probed, snapshots = write_both_ways(tmp_path, monkeypatch, {}, steps)
     assert probed == ["", "", "part=p3,part=p3", "part=p3,part=p3"]  # only p3, of two file groups, is looked up
-    assert stats["free"] == stats["looked"]
+    assert stats["free"] == stats["looked"] and snapshots["free"] == snapshots["looked"]
     upsert = stats["free"][0]
     assert sum(s[4] for s in upsert) == len(updates) and sum(s[3] for s in upsert) == len(new)
-    assert snapshot(tables["free"]) == snapshot(tables["looked"])
     model = {i: (1, f"row-{i}-1") for i in [*range(2000), *range(3003, 3403, 4)]}
     model.update({i: (2, f"row-{i}-2") for i in updates + new})
     model.update({i: (3, f"row-{i}-3") for i in range(0, 6000, 7)})
-    got = tables["free"].read().select(["id", "n", "text"]).to_pylist()
+    got = free.read().select(["id", "n", "text"]).to_pylist()
     assert {r["id"]: (r["n"], r["text"]) for r in got} == model and len(got) == len(model)
     rs = hudi_rs_read(str(tmp_path / "free")).select(["id", "n", "text"]).to_pylist()
     assert {r["id"]: (r["n"], r["text"]) for r in rs} == model and len(rs) == len(model)
@@ -124,12 +134,11 @@ def test_a_sole_file_without_room_for_the_rows_is_looked_up_and_the_rest_start_n
     options = {"hoodie.parquet.max.file.size": str(int(size * 1.5)),
                "hoodie.parquet.small.file.limit": str(int(size * 1.2))}
     batch = rows(list(range(0, 2000, 2)) + list(range(4000, 8000)), 2)
-    tables, stats, probed = write_both_ways(
+    _, stats, probed, snapshots = write_both_ways(
         tmp_path, monkeypatch, options, [("bulk_insert", rows(list(range(2000)), 1)), ("upsert", batch)])
     assert probed == ["", ",".join(f"part=p{i}" for i in range(PARTS))]
-    assert stats["free"] == stats["looked"]
+    assert stats["free"] == stats["looked"] and snapshots["free"] == snapshots["looked"]
     assert sum(1 for s in stats["free"][0] if not s[1]) >= PARTS  # inserts beyond the room: new file groups
-    assert snapshot(tables["free"]) == snapshot(tables["looked"])
     model = {i: 1 for i in range(2000)} | {i: 2 for i in [*range(0, 2000, 2), *range(4000, 8000)]}
     rs = hudi_rs_read(str(tmp_path / "free")).select(["id", "n"]).to_pylist()
     assert {r["id"]: r["n"] for r in rs} == model and len(rs) == len(model)
