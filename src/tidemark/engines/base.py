@@ -23,6 +23,7 @@ from tidemark.config import WriteConfig
 from tidemark.errors import DataFileNotFoundError, TidemarkError
 from tidemark.merge import RecordMerger
 from tidemark.read.plan import ReadPlan
+from tidemark.recovery.named_files import URI_SCHEME
 from tidemark.services.cluster import ClusteringExecutor
 from tidemark.services.compaction import SliceRunner
 from tidemark.storage import Storage
@@ -79,7 +80,6 @@ _CAUSE = re.compile(r"Caused by: ([\w.$]+): ([^\n]+)")
 # A root cause that is the file's: its bytes are not parquet as the reader expects them (not a
 # connection reset, an out-of-memory or a cancelled job, which leave the file as it was).
 _DAMAGE = re.compile(r"parquet|magic number|snappy|compress|thrift|TProtocol|EOFException|corrupt", re.IGNORECASE)
-_SCHEME = re.compile(r"^[a-zA-Z][\w+.-]*:")
 
 
 def _named_by_spark(text: str) -> list[str]:
@@ -118,8 +118,8 @@ def read_failure_problem(failure: BaseException) -> str | None:
         return None
     problem = causes[-1][1] if causes else ""
     for path in _named_by_spark(text):  # the file's own name, as the cause may repeat it
-        bare = _SCHEME.sub("", path).lstrip("/")
-        problem = re.sub(r"(?:[a-zA-Z][\w+.-]*:)?/*" + re.escape(bare) + r":?\s*", "", problem)
+        bare = re.sub(f"^{URI_SCHEME}:", "", path).lstrip("/")
+        problem = re.sub(f"(?:{URI_SCHEME}:)?/*{re.escape(bare)}:?\\s*", "", problem)
     problem = problem.strip()
     return (problem or (f"FAILED_READ_FILE.{failed.group(1)}" if failed else "its footer could not be read"))[:300]
 

@@ -15,8 +15,10 @@ import re
 from tidemark.errors import CorruptDataFileError, DataFileNotFoundError
 from tidemark.storage import Storage
 
-# A URI's scheme and the slashes after it: ``file:``, ``file://``, ``s3a://``, ... (or none).
-_SCHEME = re.compile(r"^(?:([a-zA-Z][a-zA-Z0-9+.-]*):)?/*")
+# A URI's scheme name (``file``, ``s3a``, ...), as a pattern; and a name's scheme with the
+# slashes after it (or none).
+URI_SCHEME = r"[a-zA-Z][a-zA-Z0-9+.-]*"
+_SCHEME = re.compile(rf"^(?:({URI_SCHEME}):)?/*")
 # Schemes that name the same store (Spark says ``s3a://`` where the table says ``s3://``).
 _STORE = {"s3a": "s3", "s3n": "s3", "gcs": "gs", "azure": "az", "abfs": "az", "abfss": "az"}
 
@@ -54,4 +56,4 @@ def unreadable_data_file(storage: Storage, failure: DataFileNotFoundError) -> Co
     return None
 
 
-__all__ = ["table_file_named", "unreadable_data_file"]
+__all__ = ["URI_SCHEME", "table_file_named", "unreadable_data_file"]
